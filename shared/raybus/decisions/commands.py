@@ -1,0 +1,74 @@
+"""Commands: what decision code asks the command executor to do against Kubernetes.
+
+Decision functions return these (with a human-readable reason each, as KubeRay's controllers log
+and record Events for every action). The executor is the only component that turns them into API
+calls; it applies them idempotently (create tolerates AlreadyExists, delete tolerates NotFound).
+Objects to create always carry an explicit metadata.name chosen by decision code, so a redelivered
+command can never create a second pod the way a retried generateName create would.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ObjectRef(BaseModel):
+    """Enough to address one Kubernetes object."""
+
+    model_config = ConfigDict(frozen=True)
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str | None = None  # precondition: act only on this incarnation of the object
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    reason: str = Field(description="Why: logged and used for the Kubernetes Event, like KubeRay's")
+
+
+class CreateObject(_Command):
+    op: Literal["create"] = "create"
+    object: dict[str, Any]  # full manifest: apiVersion, kind, metadata.name/namespace, spec
+    event_reason: str | None = None  # e.g. "CreatedHeadPod"; None = no Event
+
+
+class DeleteObject(_Command):
+    op: Literal["delete"] = "delete"
+    target: ObjectRef
+    propagation: Literal["Background", "Foreground", "Orphan"] = "Background"
+    event_reason: str | None = None  # e.g. "DeletedWorkerPod"
+
+
+class PatchObject(_Command):
+    """JSON merge patch (RFC 7386) of the main resource, e.g. clearing workersToDelete."""
+
+    op: Literal["patch"] = "patch"
+    target: ObjectRef
+    merge_patch: dict[str, Any]
+    event_reason: str | None = None
+
+
+class UpdateStatus(_Command):
+    """Replace .status through the status subresource; the executor retries on conflict."""
+
+    op: Literal["update_status"] = "update_status"
+    target: ObjectRef
+    status: dict[str, Any]
+
+
+class RecordEvent(_Command):
+    op: Literal["event"] = "event"
+    target: ObjectRef
+    type: Literal["Normal", "Warning"] = "Normal"
+    event_reason: str
+    message: str
+
+
+Command = Annotated[
+    CreateObject | DeleteObject | PatchObject | UpdateStatus | RecordEvent, Field(discriminator="op")
+]
