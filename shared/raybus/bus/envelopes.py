@@ -1,0 +1,92 @@
+"""Message envelopes: every message on the bus is one of these pydantic models, JSON-encoded.
+
+Each carries a schema version, the key of the object it is about, and (where known) the object's
+uid and resourceVersion, so a consumer can tell incarnations and ages apart. Trace context travels
+in NATS headers (W3C traceparent), not in the body.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from raybus.decisions.commands import Command
+
+SCHEMA_VERSION = 1
+
+
+class ObjectKey(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class Envelope(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    schema_version: Literal[1] = SCHEMA_VERSION
+    key: ObjectKey
+    kind: str
+    uid: str | None = None
+    resource_version: str | None = None
+
+
+class ObjectEvent(Envelope):
+    """Current state of one Kubernetes object (or its deletion), as the watcher saw it."""
+
+    type: Literal["ADDED", "MODIFIED", "DELETED", "SYNC"]
+    object: dict[str, Any] = Field(default_factory=dict)
+
+
+class Trigger(Envelope):
+    """"Look again at this object": carries no state, only where to look and how fresh to be.
+
+    objects_seq is the RAYBUS_OBJECTS sequence of the event that caused it; a reconciler waits
+    until its snapshot cache has applied at least that sequence before deciding.
+    """
+
+    controller: str
+    cause: str = ""
+    objects_seq: int = 0
+
+
+class CommandBatch(Envelope):
+    """One reconcile's commands for one object, applied in order by the executor."""
+
+    controller: str
+    reconcile_id: str
+    commands: list[Command]
+    reasons: list[str] = Field(default_factory=list)
+
+
+class CommandResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    op: str
+    target: str
+    ok: bool
+    code: int = 0
+    error_reason: str | None = None  # KubeRay's failure reason, e.g. FailedCreateWorkerPod
+    message: str = ""
+
+
+class Outcome(Envelope):
+    """What the executor did with one CommandBatch."""
+
+    controller: str
+    reconcile_id: str
+    results: list[CommandResult]
+    finished_at: datetime
+
+
+class DashboardObservation(Envelope):
+    """A change the dashboard-poller saw on one Ray cluster's dashboard (only changes)."""
+
+    cluster: str
+    reachable: bool
+    jobs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    serve: dict[str, Any] | None = None
+    observed_at: datetime

@@ -1,0 +1,37 @@
+"""Typed publishers: every message leaves through here with trace headers and, where replays
+are possible, a Nats-Msg-Id so JetStream stores it once."""
+
+from __future__ import annotations
+
+from nats.js import JetStreamContext
+
+from raybus.bus import subjects as s
+from raybus.bus.codec import encode, publish_headers
+from raybus.bus.envelopes import CommandBatch, ObjectEvent, ObjectKey, Outcome, Trigger
+
+
+async def publish_object(js: JetStreamContext, event: ObjectEvent) -> int:
+    """Returns the RAYBUS_OBJECTS sequence, which triggers carry as their freshness watermark."""
+    ack = await js.publish(s.object_subject(event.kind, event.key.namespace, event.key.name),
+                           encode(event), headers=publish_headers())
+    return int(ack.seq)
+
+
+async def publish_trigger(js: JetStreamContext, *, controller: s.Controller, key: ObjectKey,
+                          kind: str, cause: str = "", objects_seq: int = 0,
+                          partitions: int = s.DEFAULT_PARTITIONS) -> None:
+    trig = Trigger(key=key, kind=kind, controller=controller.value, cause=cause,
+                   objects_seq=objects_seq)
+    await js.publish(s.trigger_subject(controller, namespace=key.namespace, name=key.name,
+                                       partitions=partitions),
+                     encode(trig), headers=publish_headers())
+
+
+async def publish_commands(js: JetStreamContext, batch: CommandBatch) -> None:
+    await js.publish(s.command_subject(batch.controller, batch.key.namespace, batch.key.name),
+                     encode(batch), headers=publish_headers(msg_id=batch.reconcile_id))
+
+
+async def publish_outcome(js: JetStreamContext, outcome: Outcome) -> None:
+    await js.publish(s.outcome_subject(outcome.controller, outcome.key.namespace, outcome.key.name),
+                     encode(outcome), headers=publish_headers(msg_id=f"out-{outcome.reconcile_id}"))

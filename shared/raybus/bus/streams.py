@@ -1,0 +1,113 @@
+"""JetStream streams, consumers and KV buckets, declared in code and idempotently.
+
+Design (README "Bus contract"):
+- RAYBUS_OBJECTS keeps only the last message per subject, so it *is* the current state of every
+  watched object: a replica that starts reads it (deliver last-per-subject) as its full snapshot.
+- RAYBUS_TRIGGERS is a work queue holding at most one pending trigger per object subject, so a
+  burst of events for one object collapses server-side into one pending "look again".
+- RAYBUS_COMMANDS is a work queue with a duplicate window (Nats-Msg-Id) so a republished batch is
+  stored once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    KeyValueConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.kv import KeyValue
+
+from raybus.bus import subjects as s
+
+DAY = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class BusSettings:
+    partitions: int = s.DEFAULT_PARTITIONS
+    ack_wait_s: float = 30.0
+    max_deliver: int = 20
+    lease_ttl_s: float = 10.0
+    duplicate_window_s: float = 120.0
+
+
+def stream_configs(settings: BusSettings) -> list[StreamConfig]:
+    common = {"storage": StorageType.FILE, "num_replicas": 1}
+    return [
+        StreamConfig(name=s.STREAM_OBJECTS, subjects=[s.objects_filter()],
+                     retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1,
+                     discard=DiscardPolicy.OLD, **common),
+        StreamConfig(name=s.STREAM_TRIGGERS, subjects=[f"{s.PREFIX}.trigger.>"],
+                     retention=RetentionPolicy.WORK_QUEUE, max_msgs_per_subject=1,
+                     discard=DiscardPolicy.OLD, **common),
+        StreamConfig(name=s.STREAM_COMMANDS, subjects=[s.commands_filter()],
+                     retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s,
+                     **common),
+        StreamConfig(name=s.STREAM_OUTCOMES, subjects=[s.outcomes_filter()],
+                     retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1, **common),
+        StreamConfig(name=s.STREAM_DASHBOARD, subjects=[s.dashboard_filter()],
+                     retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1, **common),
+        StreamConfig(name=s.STREAM_DEAD_LETTERS, subjects=[s.dead_letter_filter()],
+                     retention=RetentionPolicy.LIMITS, max_age=7 * DAY, **common),
+    ]
+
+
+async def ensure_streams(js: JetStreamContext, settings: BusSettings | None = None) -> None:
+    """Create or update every stream; safe to call from every process on every start."""
+    for config in stream_configs(settings or BusSettings()):
+        try:
+            await js.stream_info(config.name or "")
+        except NotFoundError:
+            with contextlib.suppress(BadRequestError):  # another process created it meanwhile
+                await js.add_stream(config)
+            continue
+        await js.update_stream(config)
+
+
+async def ensure_leases(js: JetStreamContext, settings: BusSettings | None = None) -> KeyValue:
+    settings = settings or BusSettings()
+    try:
+        return await js.key_value(s.KV_LEASES)
+    except Exception:  # noqa: BLE001 - nats-py raises BucketNotFoundError or NotFoundError
+        return await js.create_key_value(
+            KeyValueConfig(bucket=s.KV_LEASES, ttl=settings.lease_ttl_s, history=1,
+                           storage=StorageType.FILE)
+        )
+
+
+def trigger_consumer_config(controller: s.Controller, partition: int,
+                            settings: BusSettings) -> ConsumerConfig:
+    """One durable pull consumer per (controller, partition); only the lease holder pulls it."""
+    return ConsumerConfig(
+        durable_name=s.trigger_consumer_name(controller, partition),
+        filter_subject=s.trigger_partition_filter(controller, partition),
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=settings.ack_wait_s,
+        max_deliver=settings.max_deliver,
+        max_ack_pending=10_000,
+    )
+
+
+def command_consumer_config(settings: BusSettings) -> ConsumerConfig:
+    """Executors share one durable consumer: commands are idempotent, any replica may apply."""
+    return ConsumerConfig(
+        durable_name="command-executor",
+        filter_subject=s.commands_filter(),
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=settings.ack_wait_s,
+        max_deliver=settings.max_deliver,
+        max_ack_pending=1_000,
+    )

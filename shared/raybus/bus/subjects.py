@@ -1,0 +1,144 @@
+"""Every NATS subject raybus uses is built here, and only here (README has the table).
+
+Tokens never contain dots: Kubernetes names may (pods, services), so `.` and `%` are
+percent-encoded. The object's real namespace/name always travel in the envelope too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from enum import StrEnum
+
+PREFIX = "raybus"
+DEFAULT_PARTITIONS = 16
+
+
+class Controller(StrEnum):
+    """Consumers of triggers; one per reconciler service."""
+
+    CLUSTER = "cluster"
+    JOB = "job"
+    SERVICE = "service"
+
+
+class Kind(StrEnum):
+    """Object kinds the watcher publishes (tokens, lower-case)."""
+
+    RAYCLUSTER = "raycluster"
+    RAYJOB = "rayjob"
+    RAYSERVICE = "rayservice"
+    POD = "pod"
+    SERVICE = "service"
+    JOB = "job"
+    ENDPOINTSLICE = "endpointslice"
+    INGRESS = "ingress"
+    SERVICEACCOUNT = "serviceaccount"
+    ROLE = "role"
+    ROLEBINDING = "rolebinding"
+
+
+def token(value: str) -> str:
+    """Percent-encode what may not appear inside a subject token."""
+    if not value:
+        return "_"
+    return value.replace("%", "%25").replace(".", "%2E").replace(" ", "%20").replace(
+        "*", "%2A").replace(">", "%3E")
+
+
+def untoken(value: str) -> str:
+    if value == "_":
+        return ""
+    return (value.replace("%3E", ">").replace("%2A", "*").replace("%20", " ")
+            .replace("%2E", ".").replace("%25", "%"))
+
+
+def partition_of(namespace: str, name: str, partitions: int = DEFAULT_PARTITIONS) -> int:
+    """Stable across processes and restarts (Python's hash() is salted per process)."""
+    digest = hashlib.blake2b(f"{namespace}/{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % partitions
+
+
+def partition_token(index: int) -> str:
+    return f"p{index:02d}"
+
+
+# --- objects: last value per subject = the current state of every watched object ----------------
+def object_subject(kind: Kind | str, namespace: str, name: str) -> str:
+    return f"{PREFIX}.obj.{Kind(kind).value}.{token(namespace)}.{token(name)}"
+
+
+def objects_filter(kind: Kind | str | None = None) -> str:
+    if kind is None:
+        return f"{PREFIX}.obj.>"
+    return f"{PREFIX}.obj.{Kind(kind).value}.>"
+
+
+# --- triggers: "look again at this object", partitioned per controller --------------------------
+def trigger_subject(controller: Controller | str, *, namespace: str, name: str,
+                    partitions: int = DEFAULT_PARTITIONS) -> str:
+    part = partition_token(partition_of(namespace, name, partitions))
+    return f"{PREFIX}.trigger.{Controller(controller).value}.{part}.{token(namespace)}.{token(name)}"
+
+
+def trigger_partition_filter(controller: Controller | str, partition: int) -> str:
+    return f"{PREFIX}.trigger.{Controller(controller).value}.{partition_token(partition)}.>"
+
+
+# --- commands: what reconcilers ask the command executor to do ----------------------------------
+def command_subject(controller: Controller | str, namespace: str, name: str) -> str:
+    return f"{PREFIX}.cmd.{Controller(controller).value}.{token(namespace)}.{token(name)}"
+
+
+def commands_filter() -> str:
+    return f"{PREFIX}.cmd.>"
+
+
+# --- outcomes: what the executor did (last value per object) ------------------------------------
+def outcome_subject(controller: Controller | str, namespace: str, name: str) -> str:
+    return f"{PREFIX}.outcome.{Controller(controller).value}.{token(namespace)}.{token(name)}"
+
+
+def outcomes_filter(controller: Controller | str | None = None) -> str:
+    if controller is None:
+        return f"{PREFIX}.outcome.>"
+    return f"{PREFIX}.outcome.{Controller(controller).value}.>"
+
+
+# --- dashboard observations (dashboard-poller publishes only changes) ---------------------------
+def dashboard_subject(namespace: str, cluster: str) -> str:
+    return f"{PREFIX}.dash.{token(namespace)}.{token(cluster)}"
+
+
+def dashboard_filter() -> str:
+    return f"{PREFIX}.dash.>"
+
+
+# --- dead letters: undecodable messages, per consuming service ----------------------------------
+def dead_letter_subject(service: str) -> str:
+    return f"{PREFIX}.dlq.{token(service)}"
+
+
+def dead_letter_filter() -> str:
+    return f"{PREFIX}.dlq.>"
+
+
+# --- JetStream names (stream, consumer, KV bucket names may not contain dots either) ------------
+STREAM_OBJECTS = "RAYBUS_OBJECTS"
+STREAM_TRIGGERS = "RAYBUS_TRIGGERS"
+STREAM_COMMANDS = "RAYBUS_COMMANDS"
+STREAM_OUTCOMES = "RAYBUS_OUTCOMES"
+STREAM_DASHBOARD = "RAYBUS_DASHBOARD"
+STREAM_DEAD_LETTERS = "RAYBUS_DLQ"
+KV_LEASES = "raybus-leases"
+
+
+def trigger_consumer_name(controller: Controller | str, partition: int) -> str:
+    return f"{Controller(controller).value}-reconciler-{partition_token(partition)}"
+
+
+def lease_key(controller: Controller | str, partition: int) -> str:
+    return f"lease-{Controller(controller).value}-{partition_token(partition)}"
+
+
+def member_key(controller: Controller | str, replica_id: str) -> str:
+    return f"member-{Controller(controller).value}-{token(replica_id)}"

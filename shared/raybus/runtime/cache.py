@@ -1,0 +1,117 @@
+"""The replica's snapshot of the cluster: every watched object, read from RAYBUS_OBJECTS.
+
+Like a controller-runtime informer cache, but fed from the bus: on start an ordered consumer
+delivers the last message of every object subject (the full current state), and `ready` is set
+only once the cache has caught up with the stream's last sequence at start. Afterwards it follows
+live updates. Triggers carry the objects-stream sequence of their cause; `wait_for(seq)` makes a
+reconcile see at least that state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import Any
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
+from pydantic import ValidationError
+
+from raybus.bus import subjects as s
+from raybus.bus.envelopes import ObjectEvent
+
+log = logging.getLogger(__name__)
+CLUSTER_LABEL = "ray.io/cluster"
+
+Key = tuple[str, str, str]  # kind, namespace, name
+
+
+class ObjectCache:
+    def __init__(self, nc: NATS, *, kinds: list[s.Kind]) -> None:
+        self._nc = nc
+        self._kinds = {k.value for k in kinds}
+        self._objects: dict[Key, dict[str, Any]] = {}
+        # ray.io/cluster label index: (kind, namespace, cluster) -> names, for "pods of a cluster"
+        self._by_cluster: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+        self.last_seq = 0
+        self.ready = asyncio.Event()
+        self._progress = asyncio.Condition()
+        self._subs: list[Any] = []
+
+    async def start(self) -> None:
+        js = self._nc.jetstream()
+        info = await js.stream_info(s.STREAM_OBJECTS)
+        target = info.state.last_seq
+        # One subscription over all kinds: the stream's last message is always the last of its
+        # subject, so it is always delivered and `last_seq >= target` means caught up.
+        sub = await js.subscribe(
+            s.objects_filter(), ordered_consumer=True, cb=self._on_msg,
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+        )
+        self._subs.append(sub)
+        await self.wait_for(target, timeout=None)
+        self.ready.set()
+        log.info("snapshot loaded", extra={"objects": len(self._objects), "seq": self.last_seq})
+
+    async def stop(self) -> None:
+        for sub in self._subs:
+            await sub.unsubscribe()
+
+    async def _on_msg(self, msg: Msg) -> None:
+        try:
+            event = ObjectEvent.model_validate_json(msg.data)
+        except ValidationError:
+            log.warning("undecodable object event skipped", extra={"subject": msg.subject})
+            return
+        self.apply(event)
+        seq = msg.metadata.sequence.stream if msg.metadata else 0
+        async with self._progress:
+            self.last_seq = max(self.last_seq, seq)
+            self._progress.notify_all()
+
+    def apply(self, event: ObjectEvent) -> None:
+        if event.kind not in self._kinds:
+            return
+        key = (event.kind, event.key.namespace, event.key.name)
+        old = self._objects.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        if event.type == "DELETED":
+            self._objects.pop(key, None)
+            return
+        self._objects[key] = event.object
+        cluster = (event.object.get("metadata", {}).get("labels") or {}).get(CLUSTER_LABEL)
+        if cluster:
+            self._by_cluster[(event.kind, event.key.namespace, cluster)].add(event.key.name)
+
+    def _unindex(self, key: Key, obj: dict[str, Any]) -> None:
+        cluster = (obj.get("metadata", {}).get("labels") or {}).get(CLUSTER_LABEL)
+        if cluster:
+            self._by_cluster[(key[0], key[1], cluster)].discard(key[2])
+
+    async def wait_for(self, seq: int, timeout: float | None = 5.0) -> bool:
+        if self.last_seq >= seq:
+            return True
+        async with self._progress:
+            try:
+                await asyncio.wait_for(self._progress.wait_for(lambda: self.last_seq >= seq), timeout)
+            except TimeoutError:
+                return False
+        return True
+
+    def get(self, kind: s.Kind, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._objects.get((kind.value, namespace, name))
+
+    def list(self, kind: s.Kind, namespace: str | None = None) -> list[dict[str, Any]]:
+        return [o for (k, ns, _), o in self._objects.items()
+                if k == kind.value and (namespace is None or ns == namespace)]
+
+    def keys(self, kind: s.Kind) -> list[tuple[str, str]]:
+        return [(ns, name) for (k, ns, name) in self._objects if k == kind.value]
+
+    def labelled(self, kind: s.Kind, namespace: str, cluster: str) -> list[dict[str, Any]]:
+        names = self._by_cluster.get((kind.value, namespace, cluster), set())
+        return [self._objects[(kind.value, namespace, n)] for n in sorted(names)
+                if (kind.value, namespace, n) in self._objects]

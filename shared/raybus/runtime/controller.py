@@ -1,0 +1,201 @@
+"""Runs one reconciler replica: snapshot cache, partition leases, trigger consumers, workers.
+
+The three guarantees of the bus contract meet here:
+(a) coalescing: RAYBUS_TRIGGERS keeps one pending trigger per object, and the WorkQueue folds
+    whatever arrives while a key waits or runs into one more reconcile;
+(b) exclusivity: a key is reconciled only by the replica holding its partition's lease, and within
+    that replica by one worker at a time;
+(c) snapshot first: no partition is consumed before the cache holds the full object state, and a
+    replica that acquires a partition enqueues every object of it (takeover resync).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.errors import FetchTimeoutError
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from raybus.bus import subjects as s
+from raybus.bus.codec import decode_or_dead_letter
+from raybus.bus.envelopes import ObjectKey, Trigger
+from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, trigger_consumer_config
+from raybus.observability.metrics import RECONCILE_SECONDS, RECONCILES
+from raybus.observability.tracing import extract_context
+from raybus.runtime.cache import ObjectCache
+from raybus.runtime.leases import PartitionLeases
+from raybus.runtime.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+# A reconcile returns "requeue after N seconds" (KubeRay's ctrl.Result.RequeueAfter) or None.
+ReconcileFn = Callable[[ObjectKey], Awaitable[float | None]]
+
+
+@dataclass
+class _Pending:
+    msg: Msg
+    ctx: otel_context.Context
+
+
+class ControllerRuntime:
+    def __init__(self, nc: NATS, *, controller: s.Controller, replica_id: str, cache: ObjectCache,
+                 primary_kind: s.Kind, reconcile: ReconcileFn, bus: BusSettings | None = None,
+                 workers: int = 8, resync_s: float = 300.0, error_backoff_s: float = 2.0) -> None:
+        self._nc = nc
+        self.controller = controller
+        self.replica_id = replica_id
+        self.cache = cache
+        self._kind = primary_kind
+        self._reconcile = reconcile
+        self.bus = bus or BusSettings()
+        self._workers = workers
+        self._resync_s = resync_s
+        self._backoff = error_backoff_s
+        self.queue: WorkQueue[ObjectKey, _Pending] = WorkQueue()
+        self._fetchers: dict[int, asyncio.Task[None]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self.leases: PartitionLeases | None = None
+        self._tracer = trace.get_tracer(f"raybus.{controller.value}")
+        self.reconciling: set[ObjectKey] = set()  # observable for tests
+
+    def partition(self, key: ObjectKey) -> int:
+        return s.partition_of(key.namespace, key.name, self.bus.partitions)
+
+    async def start(self) -> None:
+        js = self._nc.jetstream()
+        await ensure_streams(js, self.bus)
+        await self.cache.start()  # (c): full snapshot before any decision
+        kv = await ensure_leases(js, self.bus)
+        self.leases = PartitionLeases(kv, controller=self.controller, replica_id=self.replica_id,
+                                      partitions=self.bus.partitions, ttl_s=self.bus.lease_ttl_s)
+        await self._lease_round()
+        self._tasks.append(asyncio.create_task(self._lease_loop()))
+        self._tasks.append(asyncio.create_task(self._resync_loop()))
+        self._tasks += [asyncio.create_task(self._worker()) for _ in range(self._workers)]
+
+    async def stop(self) -> None:
+        for task in [*self._tasks, *self._fetchers.values()]:
+            task.cancel()
+        for task in [*self._tasks, *self._fetchers.values()]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._fetchers.clear()
+        if self.leases is not None:
+            with contextlib.suppress(Exception):
+                await self.leases.release_all()
+        await self.cache.stop()
+
+    # --- leases -------------------------------------------------------------------------------
+    async def _lease_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.bus.lease_ttl_s / 5)
+            try:
+                await self._lease_round()
+            except Exception:  # noqa: BLE001 - NATS hiccup: leases self-fence via valid()
+                log.exception("lease round failed")
+
+    async def _lease_round(self) -> None:
+        assert self.leases is not None
+        busy = {self.partition(k) for k in self.reconciling}
+        releasable = set(self.leases.held) - busy
+        changes = await self.leases.tick(releasable=releasable)
+        for p in changes.lost:
+            await self._drop_partition(p)
+        for p in changes.acquired:
+            self._fetchers[p] = asyncio.create_task(self._fetch_loop(p))
+            self._enqueue_partition(p)  # takeover: look at everything this partition holds
+
+    async def _drop_partition(self, p: int) -> None:
+        task = self._fetchers.pop(p, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for pending in self.queue.forget(lambda k: self.partition(k) != p):
+            with contextlib.suppress(Exception):
+                await pending.msg.nak()  # the new owner gets it at once, not after ack_wait
+
+    def _enqueue_partition(self, p: int) -> None:
+        for ns, name in self.cache.keys(self._kind):
+            key = ObjectKey(namespace=ns, name=name)
+            if self.partition(key) == p:
+                self.queue.add(key)
+
+    async def _resync_loop(self) -> None:
+        # KubeRay requeues every RayCluster after 300 s regardless; this is the same safety net.
+        while True:
+            await asyncio.sleep(self._resync_s)
+            for p in list(self._fetchers):
+                self._enqueue_partition(p)
+
+    # --- consuming triggers ---------------------------------------------------------------------
+    async def _fetch_loop(self, p: int) -> None:
+        js = self._nc.jetstream()
+        config = trigger_consumer_config(self.controller, p, self.bus)
+        await js.add_consumer(s.STREAM_TRIGGERS, config)  # idempotent for an identical config
+        psub = await js.pull_subscribe_bind(durable=config.durable_name or "",
+                                            stream=s.STREAM_TRIGGERS)
+        try:
+            while True:
+                try:
+                    msgs = await psub.fetch(256, timeout=1.0)
+                except (FetchTimeoutError, NatsTimeout):
+                    continue
+                for msg in msgs:
+                    await self._accept(msg)
+        finally:
+            with contextlib.suppress(Exception):
+                await psub.unsubscribe()
+
+    async def _accept(self, msg: Msg) -> None:
+        trig = await decode_or_dead_letter(Trigger, data=msg.data, subject=msg.subject, nc=self._nc,
+                                           service=f"{self.controller.value}-reconciler")
+        if trig is None:
+            await msg.ack()
+            return
+        await self.cache.wait_for(trig.objects_seq)
+        self.queue.add(trig.key, _Pending(msg=msg, ctx=extract_context(msg.headers)))
+
+    # --- workers --------------------------------------------------------------------------------
+    async def _worker(self) -> None:
+        while True:
+            key, pendings = await self.queue.get()
+            try:
+                await self._process(key, pendings)
+            finally:
+                self.queue.done(key)
+
+    async def _process(self, key: ObjectKey, pendings: list[_Pending]) -> None:
+        assert self.leases is not None
+        if not self.leases.valid(self.partition(key)):
+            for pending in pendings:
+                with contextlib.suppress(Exception):
+                    await pending.msg.nak()
+            return
+        parent = pendings[-1].ctx if pendings else None
+        self.reconciling.add(key)
+        try:
+            with self._tracer.start_as_current_span("reconcile", context=parent,
+                                                    attributes={"raybus.key": str(key)}), \
+                    RECONCILE_SECONDS.labels(self.controller.value).time():
+                requeue = await self._reconcile(key)
+            RECONCILES.labels(self.controller.value, "ok").inc()
+        except Exception:  # noqa: BLE001 - one bad object must not stop the replica
+            log.exception("reconcile failed", extra={"key": str(key)})
+            RECONCILES.labels(self.controller.value, "error").inc()
+            requeue = self._backoff
+        finally:
+            self.reconciling.discard(key)
+        for pending in pendings:
+            with contextlib.suppress(Exception):
+                await pending.msg.ack()
+        if requeue is not None:
+            self.queue.add_after(key, requeue)

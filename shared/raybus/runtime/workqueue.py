@@ -1,0 +1,73 @@
+"""A per-replica work queue with controller-runtime's semantics.
+
+A key is never processed by two workers at once, and any number of adds while it waits or runs
+collapse into one more run (the dirty/processing sets of client-go's workqueue). Bus messages that
+asked for the key are acked only after the run that covers them has finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")  # what an add carries along, e.g. the bus message to ack afterwards
+
+
+class WorkQueue(Generic[K, T]):
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[K] = asyncio.Queue()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._acks: dict[K, list[T]] = {}
+        self._timers: dict[K, asyncio.TimerHandle] = {}
+
+    def add(self, key: K, token: T | None = None) -> None:
+        if token is not None:
+            self._acks.setdefault(key, []).append(token)
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.put_nowait(key)
+
+    def add_after(self, key: K, delay_s: float) -> None:
+        """Requeue later (KubeRay's RequeueAfter); a newer request for the key replaces the older."""
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._timers[key] = asyncio.get_running_loop().call_later(delay_s, self._fire, key)
+
+    def _fire(self, key: K) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    async def get(self) -> tuple[K, list[T]]:
+        key = await self._queue.get()
+        while key not in self._dirty:  # stale entry left behind by forget()
+            key = await self._queue.get()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key, self._acks.pop(key, [])
+
+    def done(self, key: K) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._queue.put_nowait(key)
+
+    def forget(self, keep: Callable[[K], bool]) -> list[T]:
+        """Drop queued keys that no longer belong here; returns their pending acks (to nak)."""
+        dropped: list[T] = []
+        for key in [k for k in self._dirty if not keep(k)]:
+            self._dirty.discard(key)
+            dropped.extend(self._acks.pop(key, []))
+        for key in [k for k in self._timers if not keep(k)]:
+            self._timers.pop(key).cancel()
+        return dropped
+
+    def in_flight(self, predicate: Callable[[K], bool]) -> bool:
+        return any(predicate(k) for k in self._processing)
+
+    def __len__(self) -> int:
+        return len(self._dirty)
