@@ -1,0 +1,74 @@
+"""What every raybus service process shares: settings from flags/env, logging, tracing,
+metrics endpoint, signal handling. Each service's `create_app(settings)` returns a `Service`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import uuid
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from raybus.observability.logging import setup_logging
+from raybus.observability.metrics import serve_metrics
+from raybus.observability.tracing import setup_tracing
+
+
+class Service(Protocol):
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+class CommonSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    service: str
+    nats_url: str = "nats://127.0.0.1:4222"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    kubeconfig: str | None = None  # None: in-cluster config
+    metrics_port: int = 0
+    log_level: str = "INFO"
+    replica_id: str = ""
+    partitions: int = 16
+
+
+def _env(name: str, default: str | None) -> str | None:
+    return os.environ.get(f"RAYBUS_{name}", default)
+
+
+def common_parser(service: str) -> argparse.ArgumentParser:
+    """Flags with RAYBUS_* environment defaults (containers set env, humans pass flags)."""
+    parser = argparse.ArgumentParser(prog=service)
+    parser.add_argument("--nats-url", default=_env("NATS_URL", "nats://127.0.0.1:4222"))
+    parser.add_argument("--redis-url", default=_env("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    parser.add_argument("--kubeconfig", default=_env("KUBECONFIG", None))
+    parser.add_argument("--metrics-port", type=int, default=int(_env("METRICS_PORT", "0") or 0))
+    parser.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    parser.add_argument("--replica-id", default=_env("REPLICA_ID", ""))
+    parser.add_argument("--partitions", type=int, default=int(_env("PARTITIONS", "16") or 16))
+    return parser
+
+
+def common_settings(service: str, args: argparse.Namespace) -> CommonSettings:
+    replica = args.replica_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    return CommonSettings(service=service, nats_url=args.nats_url, redis_url=args.redis_url,
+                          kubeconfig=args.kubeconfig, metrics_port=args.metrics_port,
+                          log_level=args.log_level, replica_id=replica, partitions=args.partitions)
+
+
+async def run_service(settings: CommonSettings, app: Service) -> None:
+    log = setup_logging(settings.service, settings.log_level)
+    setup_tracing(settings.service)
+    serve_metrics(settings.metrics_port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await app.start()
+    log.info("started", extra={"replica": settings.replica_id})
+    await stop.wait()
+    log.info("stopping")
+    await app.stop()

@@ -1,0 +1,80 @@
+"""WorkQueue: per-key exclusivity and coalescing under arbitrary interleavings (hypothesis)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raybus.runtime.workqueue import WorkQueue
+
+
+async def _drive(adds: list[tuple[int, int]], workers: int) -> tuple[dict[int, int], set[int], int]:
+    queue: WorkQueue[int, int] = WorkQueue()
+    running: set[int] = set()
+    overlaps: set[int] = set()
+    runs: dict[int, int] = {}
+    acked: list[int] = []
+
+    async def worker() -> None:
+        while True:
+            key, tokens = await queue.get()
+            if key in running:
+                overlaps.add(key)
+            running.add(key)
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            running.discard(key)
+            runs[key] = runs.get(key, 0) + 1
+            acked.extend(tokens)
+            queue.done(key)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+    for i, (key, pause) in enumerate(adds):
+        queue.add(key, i)
+        for _ in range(pause):
+            await asyncio.sleep(0)
+    for _ in range(200):
+        await asyncio.sleep(0)
+    for t in tasks:
+        t.cancel()
+    return runs, overlaps, len(acked)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), min_size=1, max_size=60),
+       st.integers(1, 4))
+def test_exclusive_coalesced_and_every_token_acked(adds: list[tuple[int, int]], workers: int) -> None:
+    runs, overlaps, acked = asyncio.run(_drive(adds, workers))
+    assert overlaps == set()
+    assert acked == len(adds)  # every add's token is handed to exactly one run
+    for key in {k for k, _ in adds}:
+        assert 1 <= runs[key] <= sum(1 for k, _ in adds if k == key)
+
+
+def test_burst_while_running_collapses_to_one_more_run() -> None:
+    async def scenario() -> int:
+        queue: WorkQueue[str, None] = WorkQueue()
+        queue.add("a")
+        key, _ = await queue.get()
+        for _ in range(50):
+            queue.add("a")
+        queue.done(key)
+        await queue.get()
+        return len(queue)
+
+    assert asyncio.run(scenario()) == 0
+
+
+def test_forget_drops_keys_and_returns_their_tokens() -> None:
+    async def scenario() -> tuple[list[int], str]:
+        queue: WorkQueue[str, int] = WorkQueue()
+        queue.add("drop", 1)
+        queue.add("keep", 2)
+        dropped = queue.forget(lambda k: k != "drop")
+        key, _ = await queue.get()
+        return dropped, key
+
+    dropped, key = asyncio.run(scenario())
+    assert dropped == [1] and key == "keep"
