@@ -1,0 +1,23 @@
+"""`raybus` command line: `up` (local stack), `tap` (watch the bus), `render` (preview objects)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="raybus", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    from raybus.cli import render, tap, up
+
+    up.add_parser(sub)
+    tap.add_parser(sub)
+    render.add_parser(sub)
+    args = parser.parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())
