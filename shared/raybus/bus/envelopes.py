@@ -28,7 +28,7 @@ class ObjectKey(BaseModel):
 
 class Envelope(BaseModel):
     model_config = ConfigDict(frozen=True)
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1  # bump with SCHEMA_VERSION when the envelope changes
     key: ObjectKey
     kind: str
     uid: str | None = None

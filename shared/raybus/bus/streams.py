@@ -12,6 +12,7 @@ Design (README "Bus contract"):
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
@@ -42,24 +43,26 @@ class BusSettings:
     duplicate_window_s: float = 120.0
 
 
+def _stream(**kwargs: Any) -> StreamConfig:
+    return StreamConfig(storage=StorageType.FILE, num_replicas=1, **kwargs)
+
+
 def stream_configs(settings: BusSettings) -> list[StreamConfig]:
-    common = {"storage": StorageType.FILE, "num_replicas": 1}
     return [
-        StreamConfig(name=s.STREAM_OBJECTS, subjects=[s.objects_filter()],
+        _stream(name=s.STREAM_OBJECTS, subjects=[s.objects_filter()],
                      retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1,
-                     discard=DiscardPolicy.OLD, **common),
-        StreamConfig(name=s.STREAM_TRIGGERS, subjects=[f"{s.PREFIX}.trigger.>"],
+                     discard=DiscardPolicy.OLD),
+        _stream(name=s.STREAM_TRIGGERS, subjects=[f"{s.PREFIX}.trigger.>"],
                      retention=RetentionPolicy.WORK_QUEUE, max_msgs_per_subject=1,
-                     discard=DiscardPolicy.OLD, **common),
-        StreamConfig(name=s.STREAM_COMMANDS, subjects=[s.commands_filter()],
-                     retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s,
-                     **common),
-        StreamConfig(name=s.STREAM_OUTCOMES, subjects=[s.outcomes_filter()],
-                     retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1, **common),
-        StreamConfig(name=s.STREAM_DASHBOARD, subjects=[s.dashboard_filter()],
-                     retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1, **common),
-        StreamConfig(name=s.STREAM_DEAD_LETTERS, subjects=[s.dead_letter_filter()],
-                     retention=RetentionPolicy.LIMITS, max_age=7 * DAY, **common),
+                     discard=DiscardPolicy.OLD),
+        _stream(name=s.STREAM_COMMANDS, subjects=[s.commands_filter()],
+                     retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s,),
+        _stream(name=s.STREAM_OUTCOMES, subjects=[s.outcomes_filter()],
+                     retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
+        _stream(name=s.STREAM_DASHBOARD, subjects=[s.dashboard_filter()],
+                     retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
+        _stream(name=s.STREAM_DEAD_LETTERS, subjects=[s.dead_letter_filter()],
+                     retention=RetentionPolicy.LIMITS, max_age=7 * DAY),
     ]
 
 

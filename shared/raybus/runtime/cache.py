@@ -104,7 +104,7 @@ class ObjectCache:
     def get(self, kind: s.Kind, namespace: str, name: str) -> dict[str, Any] | None:
         return self._objects.get((kind.value, namespace, name))
 
-    def list(self, kind: s.Kind, namespace: str | None = None) -> list[dict[str, Any]]:
+    def objects(self, kind: s.Kind, namespace: str | None = None) -> list[dict[str, Any]]:
         return [o for (k, ns, _), o in self._objects.items()
                 if k == kind.value and (namespace is None or ns == namespace)]
 

@@ -149,6 +149,12 @@ class ControllerRuntime:
                     msgs = await psub.fetch(256, timeout=1.0)
                 except (FetchTimeoutError, NatsTimeout):
                     continue
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - NATS restarting: the durable consumer waits
+                    log.warning("fetch failed; retrying", exc_info=True, extra={"partition": p})
+                    await asyncio.sleep(1.0)
+                    continue
                 for msg in msgs:
                     await self._accept(msg)
         finally:

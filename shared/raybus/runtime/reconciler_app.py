@@ -1,0 +1,87 @@
+"""The process around one controller: NATS + Redis connections, snapshot cache, runtime.
+
+Each reconciler service's `create_app` builds one of these with its controller, the kinds its
+snapshot needs, and a factory for its reconcile function (which gets a `ReconcilerContext`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import nats
+from nats.aio.client import Client as NATS
+
+from raybus.adapters.redis_state import StateStore
+from raybus.bus import subjects as s
+from raybus.bus.envelopes import CommandBatch, ObjectKey
+from raybus.bus.publish import publish_commands
+from raybus.bus.streams import BusSettings
+from raybus.decisions.commands import Command
+from raybus.runtime.cache import ObjectCache
+from raybus.runtime.controller import ControllerRuntime, ReconcileFn
+from raybus.runtime.service import CommonSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconcilerContext:
+    nc: NATS
+    cache: ObjectCache
+    store: StateStore
+    controller: s.Controller
+    settings: CommonSettings
+
+    async def publish(self, *, key: ObjectKey, kind: s.Kind, commands: list[Command],
+                      reasons: list[str], uid: str | None = None,
+                      resource_version: str | None = None) -> str:
+        """Publish one reconcile's commands as a single ordered batch; returns its id."""
+        batch = CommandBatch(key=key, kind=kind.value, uid=uid, resource_version=resource_version,
+                             controller=self.controller.value, reconcile_id=uuid.uuid4().hex,
+                             commands=commands, reasons=reasons)
+        await publish_commands(self.nc.jetstream(), batch)
+        for command in commands:
+            log.info(command.reason, extra={"key": str(key), "op": command.op,
+                                             "reconcile_id": batch.reconcile_id})
+        return batch.reconcile_id
+
+
+class ReconcilerApp:
+    def __init__(self, settings: CommonSettings, *, controller: s.Controller,
+                 primary_kind: s.Kind, kinds: list[s.Kind],
+                 make_reconcile: Callable[[ReconcilerContext], ReconcileFn],
+                 bus: BusSettings | None = None) -> None:
+        self.settings = settings
+        self._controller = controller
+        self._primary = primary_kind
+        self._kinds = kinds
+        self._make = make_reconcile
+        self._bus = bus or BusSettings(partitions=settings.partitions)
+        self.runtime: ControllerRuntime | None = None
+        self._nc: NATS | None = None
+        self._store: StateStore | None = None
+
+    async def start(self) -> None:
+        # Reconnect forever: a NATS restart must not kill the replica (JetStream keeps state).
+        self._nc = await nats.connect(self.settings.nats_url, max_reconnect_attempts=-1,
+                                      name=f"{self.settings.service}-{self.settings.replica_id}")
+        self._store = StateStore.from_url(self.settings.redis_url)
+        cache = ObjectCache(self._nc, kinds=self._kinds)
+        ctx = ReconcilerContext(nc=self._nc, cache=cache, store=self._store,
+                                controller=self._controller, settings=self.settings)
+        self.runtime = ControllerRuntime(self._nc, controller=self._controller,
+                                         replica_id=self.settings.replica_id, cache=cache,
+                                         primary_kind=self._primary, reconcile=self._make(ctx),
+                                         bus=self._bus)
+        await self.runtime.start()
+
+    async def stop(self) -> None:
+        if self.runtime is not None:
+            await self.runtime.stop()
+        if self._store is not None:
+            await self._store.close()
+        if self._nc is not None:
+            await self._nc.drain()
