@@ -120,7 +120,7 @@ class RedisCredential(RayModel):
     value: str | None = None
 
 
-class GcsStorageOptions(RayModel):
+class GcsEmbeddedStorage(RayModel):
     """RocksDB (embedded) GCS storage PVC (gate GCSFaultToleranceEmbeddedStorage)."""
 
     claim_name: str | None = None
@@ -137,7 +137,7 @@ class GcsFaultToleranceOptions(RayModel):
     redis_password: RedisCredential | None = None
     external_storage_namespace: str | None = None
     redis_address: str | None = None
-    storage: GcsStorageOptions | None = None
+    storage: GcsEmbeddedStorage | None = None
 
 
 class AuthOptions(RayModel):
@@ -151,19 +151,22 @@ class RayClusterUpgradeStrategy(RayModel):
 
 
 class NetworkPolicyRules(RayModel):
-    ingress: list[K8sObject] | None = None
-    egress: list[K8sObject] | None = None
+    """networkingv1 ingress/egress rules appended to KubeRay's base policy (gate RayClusterNetworkPolicy)."""
+
+    ingress_rules: list[K8sObject] | None = None
+    egress_rules: list[K8sObject] | None = None
 
 
-class WorkerGroupNetworkPolicy(NetworkPolicyRules):
-    group_name: str | None = None
+class WorkerGroupNetworkPolicyRules(NetworkPolicyRules):
+    group_name: str = ""
 
 
-class NetworkPolicyOptions(RayModel):
+class NetworkPolicyConfig(RayModel):
+    # KubeRay defaults mode to DenyAll (kubebuilder default) when unset.
     mode: str | None = None
     head: NetworkPolicyRules | None = None
     worker: NetworkPolicyRules | None = None
-    worker_groups: list[WorkerGroupNetworkPolicy] | None = None
+    worker_groups: list[WorkerGroupNetworkPolicyRules] | None = None
 
 
 class TLSOptions(RayModel):
@@ -193,7 +196,7 @@ class RayClusterSpec(RayModel):
     upgrade_strategy: RayClusterUpgradeStrategy | None = None
     gcs_fault_tolerance_options: GcsFaultToleranceOptions | None = None
     auth_options: AuthOptions | None = None
-    network_policy: NetworkPolicyOptions | None = None
+    network_policy: NetworkPolicyConfig | None = None
     tls_options: TLSOptions | None = Field(default=None, alias="tlsOptions")
     history_server_options: HistoryServerOptions | None = None
 
