@@ -105,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
         if args.demo:
             from raybus.cli.demo import follow_sample
 
-            follow_sample(kubeconfig=kubeconfig)
+            ok = follow_sample(kubeconfig=kubeconfig)
             if args.exit_after_demo:
-                return 0
+                return 0 if ok else 1
         signal.signal(signal.SIGTERM, _interrupt)
         while True:
             time.sleep(1)
