@@ -10,10 +10,14 @@ from raybus.bus.codec import encode, publish_headers
 from raybus.bus.envelopes import CommandBatch, ObjectEvent, ObjectKey, Outcome, Trigger
 
 
-async def publish_object(js: JetStreamContext, event: ObjectEvent) -> int:
-    """Returns the RAYBUS_OBJECTS sequence, which triggers carry as their freshness watermark."""
+async def publish_object(js: JetStreamContext, event: ObjectEvent, *,
+                         msg_id: str | None = None) -> int:
+    """Returns the RAYBUS_OBJECTS sequence, which triggers carry as their freshness watermark.
+
+    msg_id (the watcher uses kind/ns/name/resourceVersion) lets JetStream store a version seen by
+    two watcher replicas once; a duplicate's ack carries the original's sequence."""
     ack = await js.publish(s.object_subject(event.kind, event.key.namespace, event.key.name),
-                           encode(event), headers=publish_headers())
+                           encode(event), headers=publish_headers(msg_id=msg_id))
     return int(ack.seq)
 
 

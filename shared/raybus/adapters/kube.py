@@ -1,0 +1,293 @@
+"""Thin Kubernetes API helpers over kubernetes-asyncio's ApiClient.call_api.
+
+Everything raybus reads or writes is handled as plain JSON dicts (the watcher republishes them,
+the executor receives manifests from decision code), so there is no typed-model round trip: one
+generic path builder, one resource map, and the handful of verbs controller-runtime's client uses
+(get/list/watch/create/delete/merge-patch/update-status).
+
+Rate limiting mirrors client-go's token bucket (KubeRay's defaults: --kube-api-qps 100, burst 200),
+implemented with aiolimiter: `burst` tokens refilled at `qps` per second.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote
+
+from aiolimiter import AsyncLimiter
+from kubernetes_asyncio import client as kclient
+from kubernetes_asyncio import config as kconfig
+from kubernetes_asyncio.client.exceptions import ApiException
+
+Json = dict[str, Any]
+_OBJ_TYPES = {200: "object", 201: "object", 202: "object"}
+_AUTH = ["BearerToken"]
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, *, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+        if subresource is not None:
+            base += f"/{subresource}"
+        return base
+
+
+def _r(api_version: str, plural: str, kind: str, *, namespaced: bool = True) -> Resource:
+    group, _, version = api_version.rpartition("/")
+    return Resource(group=group, version=version, plural=plural, kind=kind, namespaced=namespaced)
+
+
+# Every kind raybus touches: reconcilers create/delete the built-ins, the watcher watches them.
+RESOURCES: dict[tuple[str, str], Resource] = {
+    (r.api_version, r.kind): r for r in (
+        _r("ray.io/v1", "rayclusters", "RayCluster"),
+        _r("ray.io/v1", "rayjobs", "RayJob"),
+        _r("ray.io/v1", "rayservices", "RayService"),
+        _r("v1", "pods", "Pod"),
+        _r("v1", "services", "Service"),
+        _r("v1", "serviceaccounts", "ServiceAccount"),
+        _r("v1", "events", "Event"),
+        _r("v1", "secrets", "Secret"),
+        _r("v1", "configmaps", "ConfigMap"),
+        _r("v1", "namespaces", "Namespace", namespaced=False),
+        _r("batch/v1", "jobs", "Job"),
+        _r("rbac.authorization.k8s.io/v1", "roles", "Role"),
+        _r("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding"),
+        _r("networking.k8s.io/v1", "ingresses", "Ingress"),
+        _r("discovery.k8s.io/v1", "endpointslices", "EndpointSlice"),
+        _r("gateway.networking.k8s.io/v1", "gateways", "Gateway"),
+        _r("gateway.networking.k8s.io/v1", "httproutes", "HTTPRoute"),
+    )
+}
+
+
+class UnknownResource(KeyError):
+    pass
+
+
+def resource_for(api_version: str, kind: str) -> Resource:
+    try:
+        return RESOURCES[(api_version, kind)]
+    except KeyError:
+        raise UnknownResource(f"{api_version} {kind}") from None
+
+
+class KubeError(Exception):
+    """An API error reduced to what callers branch on: HTTP code, Status.reason, message.
+
+    Deliberately not ApiException's str(): that dumps response headers and body, and a body may
+    echo request content (never log Secret values or tokens)."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+    @classmethod
+    def from_status(cls, code: int, body: object) -> KubeError:
+        reason, message = "", ""
+        if isinstance(body, (str, bytes)):
+            try:
+                body = json.loads(body)
+            except ValueError:
+                body = None
+        if isinstance(body, dict):
+            reason = str(body.get("reason") or "")
+            message = str(body.get("message") or "")[:500]
+            code = int(body.get("code") or code)
+        return cls(code, reason or _default_reason(code), message)
+
+    @classmethod
+    def from_api_exception(cls, exc: ApiException) -> KubeError:
+        return cls.from_status(int(exc.status or 0), exc.body)
+
+    @property
+    def not_found(self) -> bool:
+        return self.code == 404
+
+    @property
+    def already_exists(self) -> bool:
+        return self.code == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def conflict(self) -> bool:
+        return self.code == 409 and self.reason != "AlreadyExists"
+
+    @property
+    def gone(self) -> bool:
+        """410: the resourceVersion is too old (compacted); client-go's reflector relists."""
+        return self.code == 410
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying unchanged: throttling, server errors, timeouts, connection trouble (0)."""
+        return self.code in (0, 408, 429) or self.code >= 500
+
+
+def _default_reason(code: int) -> str:
+    return {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+            409: "Conflict", 410: "Expired", 422: "Invalid", 429: "TooManyRequests",
+            500: "InternalError", 503: "ServiceUnavailable", 0: "ConnectionError"}.get(code, "Unknown")
+
+
+async def new_api_client(kubeconfig: str | None) -> kclient.ApiClient:
+    """A kubeconfig file when given (local dev, tests), else the pod's service account."""
+    if kubeconfig:
+        api: kclient.ApiClient = await kconfig.new_client_from_config(config_file=kubeconfig)
+        return api
+    configuration = kclient.Configuration()
+    kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return kclient.ApiClient(configuration)
+
+
+def rate_limiter(qps: float, burst: int) -> AsyncLimiter:
+    """client-go's token bucket: `burst` tokens, refilled at `qps`/s (KubeRay: 100 QPS, 200 burst)."""
+    return AsyncLimiter(max_rate=burst, time_period=burst / qps)
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+    object: Json
+
+
+class KubeClient:
+    """Generic JSON verbs; every call but a watch's streaming body goes through the limiter."""
+
+    def __init__(self, api: kclient.ApiClient, *, limiter: AsyncLimiter | None = None,
+                 request_timeout_s: float = 30.0) -> None:
+        self.api = api
+        self._limiter = limiter
+        self._timeout = request_timeout_s
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def _call(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
+                    body: object = None, content_type: str = "application/json") -> Json:
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        try:
+            result = await self.api.call_api(
+                path, method, query_params=query or [], body=body,
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                response_types_map=_OBJ_TYPES, auth_settings=_AUTH,
+                _return_http_data_only=True, _request_timeout=self._timeout)
+        except ApiException as exc:
+            raise KubeError.from_api_exception(exc) from None
+        except (OSError, TimeoutError) as exc:
+            raise KubeError(0, "ConnectionError", type(exc).__name__) from None
+        return result if isinstance(result, dict) else {}
+
+    async def get(self, res: Resource, *, namespace: str | None, name: str) -> Json:
+        return await self._call("GET", res.path(namespace=namespace, name=name))
+
+    async def list_page(self, res: Resource, *, namespace: str | None = None,
+                   label_selector: str | None = None, limit: int = 500,
+                   continue_token: str | None = None) -> Json:
+        query = [("limit", str(limit))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if continue_token:
+            query.append(("continue", continue_token))
+        return await self._call("GET", res.path(namespace=namespace), query=query)
+
+    async def list_all(self, res: Resource, *, namespace: str | None = None,
+                       label_selector: str | None = None, page: int = 500) -> tuple[list[Json], str]:
+        """Every page of a list; returns the items and the list's resourceVersion to watch from."""
+        items: list[Json] = []
+        token: str | None = None
+        while True:
+            page_body = await self.list_page(res, namespace=namespace, label_selector=label_selector,
+                                        limit=page, continue_token=token)
+            for item in page_body.get("items") or []:
+                # List items omit apiVersion/kind; restore them so published objects are whole.
+                item.setdefault("apiVersion", res.api_version)
+                item.setdefault("kind", res.kind)
+                items.append(item)
+            meta = page_body.get("metadata") or {}
+            token = meta.get("continue") or None
+            if not token:
+                return items, str(meta.get("resourceVersion") or "")
+
+    async def watch(self, res: Resource, *, resource_version: str, namespace: str | None = None,
+                    label_selector: str | None = None,
+                    timeout_s: int = 300) -> AsyncIterator[WatchEvent]:
+        """One watch request; ends when the server closes it (timeoutSeconds). An ERROR event
+        (410 Expired when resource_version is compacted) is raised as KubeError."""
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"),
+                 ("resourceVersion", resource_version), ("timeoutSeconds", str(timeout_s))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        try:
+            resp = await self.api.call_api(
+                res.path(namespace=namespace), "GET", query_params=query,
+                header_params={"Accept": "application/json"}, auth_settings=_AUTH,
+                _preload_content=False, _request_timeout=timeout_s + 30)
+        except (OSError, TimeoutError) as exc:
+            raise KubeError(0, "ConnectionError", type(exc).__name__) from None
+        try:
+            if resp.status != 200:
+                raise KubeError.from_status(resp.status, await resp.read())
+            async for raw in resp.content:
+                line = raw.strip()
+                if not line:
+                    continue
+                event = json.loads(line)
+                etype, obj = event.get("type"), event.get("object") or {}
+                if etype == "ERROR":
+                    raise KubeError.from_status(int(obj.get("code") or 500), obj)
+                if etype in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+                    obj.setdefault("apiVersion", res.api_version)
+                    obj.setdefault("kind", res.kind)
+                    yield WatchEvent(type=etype, object=obj)
+        except (OSError, TimeoutError) as exc:
+            raise KubeError(0, "ConnectionError", type(exc).__name__) from None
+        finally:
+            resp.release()
+
+    async def create(self, res: Resource, body: Json, *, namespace: str | None) -> Json:
+        return await self._call("POST", res.path(namespace=namespace), body=body)
+
+    async def delete(self, res: Resource, *, namespace: str | None, name: str,
+                     uid: str | None = None, propagation: str | None = None) -> Json:
+        options: Json = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if uid:
+            options["preconditions"] = {"uid": uid}  # act only on the incarnation decided about
+        if propagation:
+            options["propagationPolicy"] = propagation
+        return await self._call("DELETE", res.path(namespace=namespace, name=name), body=options)
+
+    async def merge_patch(self, res: Resource, *, namespace: str | None, name: str,
+                          patch: Json) -> Json:
+        return await self._call("PATCH", res.path(namespace=namespace, name=name), body=patch,
+                                content_type="application/merge-patch+json")
+
+    async def replace_status(self, res: Resource, obj: Json) -> Json:
+        """PUT to /status; obj carries metadata.resourceVersion, so a stale write gets 409."""
+        meta = obj.get("metadata") or {}
+        return await self._call("PUT", res.path(namespace=meta.get("namespace"),
+                                                name=meta["name"], subresource="status"), body=obj)
