@@ -1,0 +1,213 @@
+"""Request handlers of one simulated head: dashboard (:8265), Serve proxy (:8000) and agent (:52365).
+
+Status codes, content types and bodies follow the captures in /work/shared/ray-dashboard (names
+cited per handler). Handlers are plain functions of (cluster state, request, match, now).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+from typing import Any
+
+from aiohttp import web
+
+from raybus_sim.dashboard import texts
+from raybus_sim.dashboard.jobs import SimJob, plan_from_entrypoint
+from raybus_sim.dashboard.registry import ClusterState
+from raybus_sim.dashboard.serve import ServeRejected
+
+SUBMIT_FIELDS = frozenset(
+    {
+        "entrypoint",
+        "submission_id",
+        "job_id",
+        "runtime_env",
+        "metadata",
+        "entrypoint_num_cpus",
+        "entrypoint_num_gpus",
+        "entrypoint_memory",
+        "entrypoint_resources",
+        "entrypoint_label_selector",
+    }
+)
+RESOURCE_FIELDS = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
+
+
+def json_ok(data: Any) -> web.Response:
+    return web.json_response(data)  # application/json; charset=utf-8 like every success body
+
+
+def text(status: int, body: str, content_type: str = "text/plain") -> web.Response:
+    return web.Response(status=status, text=body, content_type=content_type)
+
+
+def version(state: ClusterState) -> web.Response:
+    """00_dashboard_version."""
+    return json_ok(
+        {
+            "version": "4",
+            "ray_version": texts.RAY_VERSION,
+            "ray_commit": texts.RAY_COMMIT,
+            "session_name": state.session,
+        }
+    )
+
+
+def gcs_healthz() -> web.Response:
+    return text(200, "success", "application/text")  # 00_dashboard_gcs_healthz
+
+
+def list_jobs(state: ClusterState, now: float) -> web.Response:
+    return json_ok(state.jobs.listing(now))  # 37_*, 39c_*: insertion order (real order is unstable)
+
+
+def _auto_id() -> str:
+    alphabet = string.ascii_letters + string.digits
+    return "raysubmit_" + "".join(secrets.choice(alphabet) for _ in range(16))  # 50_job_auto_id_*
+
+
+async def submit_job(state: ClusterState, request: web.Request, now: float) -> web.Response:
+    raw = await request.text()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return text(500, texts.SERVER_TROUBLE)  # 42_err_POST_malformed_json / empty_body
+    if not isinstance(body, dict):
+        return text(500, texts.SERVER_TROUBLE)  # 42_err_POST_json_array_body
+    unknown = [k for k in body if k not in SUBMIT_FIELDS]
+    if unknown:
+        return text(400, texts.unknown_submit_field(unknown[0]))  # 42_err_POST_unknown_field
+    if "entrypoint" not in body:
+        return text(400, texts.MISSING_ENTRYPOINT)  # 42_err_POST_missing_entrypoint
+    for name in ("runtime_env", "metadata"):
+        if body.get(name) is not None and not isinstance(body[name], dict):
+            return text(400, texts.submit_wrong_type(name, "dict"))  # 42_err_POST_wrong_type_runtime_env
+    sid = str(body.get("submission_id") or body.get("job_id") or _auto_id())
+    state.jobs.settle(now)
+    if sid in state.jobs.jobs:
+        return text(500, texts.duplicate_submission(sid))  # 41_*: 500, not 400/409
+    entrypoint = str(body["entrypoint"])
+    plan = plan_from_entrypoint(
+        entrypoint, pending_s=state.settings.job_pending_s, running_s=state.settings.job_running_s
+    )
+    state.apply_job_plan(plan, state.job_plans.pop(sid, {}))
+    job = SimJob(
+        submission_id=sid,
+        entrypoint=entrypoint,
+        submitted_at=now,
+        plan=plan,
+        metadata=body.get("metadata"),
+        runtime_env=body.get("runtime_env"),
+        wants_resources=any(body.get(k) is not None for k in RESOURCE_FIELDS),
+        driver_pid=13000 + len(state.jobs.jobs),
+    )
+    if plan.calls_ray_init:
+        job.ray_job_id = state.jobs.new_ray_job_id()
+    state.jobs.jobs[sid] = job
+    return json_ok({"job_id": sid, "submission_id": sid})  # 10_*: job_id is the submission id
+
+
+def _missing(job_id: str) -> web.Response:
+    return text(404, texts.job_not_found(job_id))  # 40_err_*
+
+
+def get_job(state: ClusterState, job_id: str, now: float) -> web.Response:
+    job = state.jobs.find(job_id, now)
+    return _missing(job_id) if job is None else json_ok(job.details(now))
+
+
+def job_logs(state: ClusterState, job_id: str, now: float) -> web.Response:
+    job = state.jobs.find(job_id, now)
+    return _missing(job_id) if job is None else json_ok({"logs": job.logs(now)})  # 12_*, 32_*
+
+
+def stop_job(state: ClusterState, job_id: str, now: float) -> web.Response:
+    """34_*: running -> stopped true; 36_*: terminal -> stopped false; 82_*: PENDING -> true."""
+    job = state.jobs.find(job_id, now)
+    if job is None:
+        return _missing(job_id)
+    if job.is_terminal(now):
+        return json_ok({"stopped": False})
+    if job.stop_at is None:
+        job.stop_at = now + state.settings.stop_delay_s
+    return json_ok({"stopped": True})
+
+
+def delete_job(state: ClusterState, job_id: str, now: float) -> web.Response:
+    """38_*: terminal -> deleted true; 33_*/81_*: non-terminal -> 500 traceback."""
+    job = state.jobs.find(job_id, now)
+    if job is None:
+        return _missing(job_id)
+    status, _ = job.status_at(now)
+    if not job.is_terminal(now):
+        return text(500, texts.delete_non_terminal(job.submission_id or job_id, status))
+    state.jobs.delete(
+        job, now, ghost_window_s=state.settings.ghost_window_s, ghost_delay_s=state.settings.ghost_delay_s
+    )
+    return json_ok({"deleted": True})
+
+
+def get_serve(state: ClusterState, request: web.Request, now: float) -> web.Response:
+    """01_*, 111_*, 112_* (imperative / bogus), 185_* (browser redaction)."""
+    api_type = request.query.get("api_type")
+    if api_type not in (None, "declarative", "imperative"):
+        return text(400, texts.bad_api_type(api_type))
+    browser = request.headers.get("User-Agent", "").startswith("Mozilla")
+    return json_ok(state.serve.details(now, imperative=api_type == "imperative", browser=browser))
+
+
+async def put_serve(state: ClusterState, request: web.Request, now: float) -> web.Response:
+    """110_* (200, empty body, no content type), 180_* (500), 181_*/90_* (400)."""
+    raw = await request.text()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return text(500, texts.SERVE_PUT_BAD_JSON)
+    s = state.settings
+    try:
+        state.serve.put(
+            body, now, deploy_s=s.serve_deploy_s, blip_s=s.serve_unchanged_blip_s, delete_s=s.serve_delete_s
+        )
+    except ServeRejected as rejected:
+        return text(rejected.status, rejected.text)
+    return web.Response(status=200)
+
+
+def delete_serve(state: ClusterState) -> web.Response:
+    state.serve.shutdown()  # 100_*: 200, empty body
+    return web.Response(status=200)
+
+
+def proxy(state: ClusterState, tail: str, now: float) -> web.Response | None:
+    """Serve proxy (120_*, 121_*, 162_*). None means "port closed" (Serve not running)."""
+    serve = state.serve
+    if serve.started_at is None:
+        return None
+    if tail == "-/healthz":  # stays "success" with DEPLOY_FAILED/UNHEALTHY apps (162_*, 194_*)
+        return text(200, "success") if serve.proxy_healthy else text(503, "This node is being drained.")
+    routes = serve.routes(now)
+    if tail == "-/routes":
+        return web.Response(body=json.dumps(routes).encode(), content_type="application/json")
+    path = "/" + tail.split("?", 1)[0]
+    prefix = max(
+        (p for p in routes if path == p or path.startswith(p.rstrip("/") + "/")), key=len, default=None
+    )
+    if prefix is None:
+        return text(404, f"Path '{path}' not found.")
+    app = serve.apps[routes[prefix]]
+    if serve.app_status(app, now) == "DEPLOY_FAILED":
+        dep = app.deployment_names()[0]
+        return text(
+            503, f"Deployment(name='{dep}', app='{app.name}') is unavailable because it failed to deploy."
+        )
+    return text(200, f"{app.name} ok")
+
+
+def agent(tail: str) -> web.Response:
+    if tail == "api/local_raylet_healthz":
+        return text(200, "success", "application/text")  # 00_agent_local_raylet_healthz
+    if tail == "api/healthz":
+        return text(200, "raylet: success\ngcs: success", "application/text")  # 00_agent_healthz
+    return text(404, texts.NOT_FOUND)

@@ -1,0 +1,335 @@
+"""Simulated Ray Serve controller state behind `/api/serve/applications/` (README §4).
+
+Like jobs, app states are derived from the clock at each GET. Behaviours reproduced:
+
+* every PUT is declarative and replaces the whole app set; missing apps go DELETING then vanish
+  (v6), DEPLOY_FAILED import-error apps vanish at once;
+* a new/changed app is DEPLOYING (`deployments: {}`, `route_prefix: null`, topology null) for
+  `deploy_s`, then RUNNING; there is no app-level UPDATING (an update shows DEPLOYING);
+* unchanged apps may blip DEPLOYING for `unchanged_blip_s` right after a PUT (v2/v5/v8);
+* import failures (`nonexistent_module:*`, `*:no_such_attr`) and constructor failures
+  (`*broken*`) end DEPLOY_FAILED with the captured messages (v5); the control API can plan either;
+* the control API can force UNHEALTHY (v8) or any status on a running app.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from raybus_sim.dashboard import serve_shapes as shapes
+from raybus_sim.dashboard import texts
+
+APP_STATUSES = ("NOT_STARTED", "DEPLOYING", "DEPLOY_FAILED", "RUNNING", "UNHEALTHY", "DELETING")
+
+
+class ServeRejected(Exception):
+    """A PUT the real dashboard refuses: carries the status code and text/plain body."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+        self.text = text
+
+
+@dataclass
+class AppPlan:
+    deploy_s: float | None = None
+    fail: str | None = None  # "import" | "ctor" | None
+
+
+@dataclass
+class SimApp:
+    name: str
+    config: dict[str, Any]
+    deployed_at: float
+    ready_at: float
+    fail: str | None
+    blip_until: float = 0.0
+    deleting_until: float | None = None
+    status_override: str | None = None
+    message_override: str | None = None
+
+    def deployment_names(self) -> list[str]:
+        given = [
+            d["name"] for d in self.config.get("deployments") or [] if isinstance(d, dict) and "name" in d
+        ]
+        if given:
+            return given
+        attr = str(self.config["import_path"]).replace(":", ".").rsplit(".", 1)[-1]
+        return [attr[:1].upper() + attr[1:]]
+
+
+def _fail_from_import_path(import_path: str) -> str | None:
+    module = import_path.replace(":", ".").rsplit(".", 1)[0]
+    if module.startswith("nonexistent") or import_path.endswith("no_such_attr"):
+        return "import"
+    if "broken" in import_path:
+        return "ctor"
+    return None
+
+
+def _validate(body: Any) -> list[dict[str, Any]]:
+    """Schema checks with the 400 texts of 181_serve_err_PUT_* and 90_wd_a_*."""
+    if not isinstance(body, dict):
+        raise ServeRejected(
+            400, texts.serve_validation([("", "Input should be a valid dictionary", "dict_type")])
+        )
+    apps = body.get("applications", [])
+    if not isinstance(apps, list):
+        raise ServeRejected(
+            400, texts.serve_validation([("applications", "Input should be a valid list", "list_type")])
+        )
+    errors: list[tuple[str, str, str]] = []
+    for i, app in enumerate(apps):
+        if not isinstance(app, dict) or "import_path" not in app:
+            errors.append(
+                (
+                    f"applications.{i}.import_path",
+                    "Field required",
+                    f"missing, input_value={app!r}, input_type=dict",
+                )
+            )
+            continue
+        path = str(app["import_path"])
+        if "." not in path and ":" not in path:
+            errors.append(
+                (
+                    f"applications.{i}.import_path",
+                    (
+                        f'Value error, Got invalid import path "{path}". An import path must contain at least on dot or colon '
+                        "separating the module (and potentially submodules) from the deployment graph. E.g.: "
+                        '"module.deployment_graph".'
+                    ),
+                    f"value_error, input_value='{path}', input_type=str",
+                )
+            )
+        for j, dep in enumerate(app.get("deployments") or []):
+            num = dep.get("num_replicas") if isinstance(dep, dict) else None
+            if isinstance(num, int) and num <= 0:
+                loc = f"applications.{i}.deployments.{j}.num_replicas"
+                errors.append(
+                    (
+                        f"{loc}.constrained-int",
+                        "Input should be greater than 0",
+                        f"greater_than, input_value={num}, input_type=int",
+                    )
+                )
+                errors.append(
+                    (
+                        f"{loc}.str",
+                        "Input should be a valid string",
+                        f"string_type, input_value={num}, input_type=int",
+                    )
+                )
+        working_dir = (app.get("runtime_env") or {}).get("working_dir")
+        if isinstance(working_dir, str) and "://" not in working_dir:
+            raise ServeRejected(400, texts.working_dir_plain_path(working_dir))
+    names = [a.get("name", "default") for a in apps if isinstance(a, dict)]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    prefixes = [a.get("route_prefix", "/") for a in apps if isinstance(a, dict)]
+    dup_prefix = next((p for p in prefixes if p is not None and prefixes.count(p) > 1), None)
+    value = f"value_error, input_value={apps!r:.40}, input_type=list"
+    if dup is not None:
+        errors.append(
+            (
+                "applications",
+                (
+                    f'Value error, Found multiple configs for application "{dup}". '
+                    "Please remove all duplicates."
+                ),
+                value,
+            )
+        )
+    elif dup_prefix is not None:
+        errors.append(
+            (
+                "applications",
+                (
+                    f'Value error, Found duplicate applications for route prefix "{dup_prefix}". '
+                    "Please ensure each application's route_prefix is unique."
+                ),
+                value,
+            )
+        )
+    if errors:
+        raise ServeRejected(400, texts.serve_validation(errors))
+    return apps
+
+
+@dataclass
+class ServeState:
+    session: str
+    started_at: float | None = None
+    http_options: dict[str, Any] = field(default_factory=dict)
+    proxy_location: str = "EveryNode"
+    apps: dict[str, SimApp] = field(default_factory=dict)
+    plans: dict[str, AppPlan] = field(default_factory=dict)
+    proxy_healthy: bool = True
+    last_config: dict[str, Any] | None = None
+
+    def put(self, body: Any, now: float, *, deploy_s: float, blip_s: float, delete_s: float) -> None:
+        apps = _validate(body)
+        assert isinstance(body, dict)
+        if self.started_at is None:
+            self.started_at = now  # the first PUT starts controller + proxy (110_*)
+            self.http_options = dict(body.get("http_options") or {})  # later port changes are ignored (182_*)
+            self.proxy_location = str(body.get("proxy_location", "EveryNode"))
+        for app in apps:  # 90_wd_b: archive check happens in apply_config, after Serve started
+            wd = (app.get("runtime_env") or {}).get("working_dir")
+            if (
+                isinstance(wd, str)
+                and wd.startswith("file://")
+                and not wd.endswith((".zip", ".tar.gz", ".tgz", ".tar.xz"))
+            ):
+                raise ServeRejected(400, texts.working_dir_not_archive(wd))
+        self.last_config = copy.deepcopy(body)
+        wanted: dict[str, SimApp] = {}
+        for cfg in apps:
+            name = str(cfg.get("name", "default"))
+            old = self.apps.get(name)
+            if old is not None and old.deleting_until is None and old.config == cfg:
+                old.blip_until = now + blip_s if self.app_status(old, now) == "RUNNING" else 0.0
+                old.deployed_at = now
+                wanted[name] = old
+                continue
+            plan = self.plans.pop(name, AppPlan())
+            fail = plan.fail if plan.fail is not None else _fail_from_import_path(str(cfg["import_path"]))
+            wait = plan.deploy_s if plan.deploy_s is not None else deploy_s
+            wanted[name] = SimApp(
+                name=name, config=copy.deepcopy(cfg), deployed_at=now, ready_at=now + wait, fail=fail
+            )
+        for name, old in self.apps.items():
+            if name in wanted:
+                continue
+            if self.app_status(old, now) == "DEPLOY_FAILED" and old.fail == "import":
+                continue  # README §4 v6: import-error apps vanished immediately
+            if old.deleting_until is None:
+                old.deleting_until = now + delete_s
+            wanted[name] = old
+        self.apps = wanted
+
+    def shutdown(self) -> None:
+        """DELETE /api/serve/applications/ (100_*): serve.shutdown(), proxy port closes."""
+        self.started_at = None
+        self.apps.clear()
+        self.last_config = None
+
+    def app_status(self, app: SimApp, now: float) -> str:
+        if app.deleting_until is not None:
+            return "DELETING"
+        if now < app.ready_at or now < app.blip_until:
+            return "DEPLOYING"
+        if app.status_override is not None:
+            return app.status_override
+        return "DEPLOY_FAILED" if app.fail is not None else "RUNNING"
+
+    def prune(self, now: float) -> None:
+        self.apps = {n: a for n, a in self.apps.items() if a.deleting_until is None or a.deleting_until > now}
+
+    def routes(self, now: float) -> dict[str, str]:
+        """`/-/routes` (120_*, 162_*): apps with a route, incl. ctor failures, not import failures."""
+        self.prune(now)
+        out: dict[str, str] = {}
+        for app in self.apps.values():
+            status = self.app_status(app, now)
+            if status in ("RUNNING", "UNHEALTHY") or (status == "DEPLOY_FAILED" and app.fail == "ctor"):
+                out[str(app.config.get("route_prefix", "/"))] = app.name
+        return out
+
+    def details(self, now: float, *, imperative: bool, browser: bool) -> dict[str, Any]:
+        self.prune(now)
+        if self.started_at is None:
+            return copy.deepcopy(shapes.EMPTY_DETAILS)
+        port = int(self.http_options.get("port", 8000))
+        proxy_status = (
+            "STARTING" if now - self.started_at < 0.3 else ("HEALTHY" if self.proxy_healthy else "UNHEALTHY")
+        )
+        apps = {} if imperative else {name: self._app(app, now) for name, app in self.apps.items()}
+        out = {
+            "controller_info": shapes.controller_info(self.session),
+            "proxy_location": self.proxy_location,
+            "http_options": shapes.http_options(self.http_options),
+            "grpc_options": dict(shapes.GRPC_OPTIONS),
+            "proxies": shapes.proxies(self.session, proxy_status),
+            "applications": apps,
+            "target_capacity": None,
+            "target_groups": shapes.target_groups(port),
+            "controller_health_metrics": shapes.controller_health_metrics(now, self.started_at),
+            "restores_unset_config_options": True,
+        }
+        return shapes.redact_env_vars(out) if browser else out
+
+    def _app(self, app: SimApp, now: float) -> dict[str, Any]:
+        status = self.app_status(app, now)
+        names = app.deployment_names()
+        message = ""
+        deployments: dict[str, Any] = {}
+        route: str | None = str(app.config.get("route_prefix", "/"))
+        fresh = (
+            status == "DEPLOYING"
+            and now < app.ready_at
+            and now < app.deployed_at + (app.ready_at - app.deployed_at) / 2
+        )
+        if status == "DELETING" or fresh or (status == "DEPLOY_FAILED" and app.fail == "import"):
+            route = None  # 111_serve_v1_poll_01 / 161_* / README v6: no route, no deployments yet
+            if status == "DEPLOY_FAILED":
+                message = texts.import_failed(app.name, str(app.config["import_path"]))
+        else:
+            deployments = {n: self._deployment(app, n, status, now) for n in names}
+            if status == "DEPLOY_FAILED":
+                message = texts.ctor_failed_app(names)
+            elif status == "UNHEALTHY":
+                message = texts.unhealthy_app(names)
+        if app.message_override is not None:
+            message = app.message_override
+        return {
+            "name": app.name,
+            "route_prefix": route,
+            "docs_path": None,
+            "status": status,
+            "message": message,
+            "last_deployed_time_s": app.deployed_at,
+            "deployed_app_config": copy.deepcopy(app.config),
+            "source": "declarative",
+            "deployments": deployments,
+            "external_scaler_enabled": False,
+            "deployment_topology": shapes.topology(app.name, names)
+            if deployments and status != "DEPLOY_FAILED"
+            else None,
+        }
+
+    def _deployment(self, app: SimApp, name: str, app_status: str, now: float) -> dict[str, Any]:
+        dep_cfg = next((d for d in app.config.get("deployments") or [] if d.get("name") == name), {})
+        cfg = shapes.deployment_config(name, app.config, dep_cfg)
+        num = cfg["num_replicas"] if isinstance(cfg["num_replicas"], int) else 1
+        seed = f"{self.session}/{app.name}/{name}/{app.deployed_at}"
+        state, status, trigger, message = "RUNNING", "HEALTHY", "CONFIG_UPDATE_COMPLETED", ""
+        dead: list[dict[str, Any]] = []
+        if app_status == "DEPLOYING":
+            state, status, trigger = "STARTING", "UPDATING", "CONFIG_UPDATE_STARTED"
+        elif app_status == "UNHEALTHY":
+            status, trigger = "UNHEALTHY", "HEALTH_CHECK_FAILED"
+        elif app_status == "DEPLOY_FAILED":
+            status, trigger = "DEPLOY_FAILED", "REPLICA_STARTUP_FAILED"
+            message = texts.CTOR_FAILED_DEPLOYMENT.format(app=app.name, dep=name)
+            dead = [
+                shapes.replica(app.name, name, f"{seed}/dead{i}", state="STOPPED", started=app.deployed_at)
+                for i in range(3)
+            ]
+            num = 0
+        replicas = [
+            shapes.replica(app.name, name, f"{seed}/{i}", state=state, started=app.deployed_at)
+            for i in range(num)
+        ]
+        return shapes.deployment(
+            app.name,
+            name,
+            cfg=cfg,
+            status=status,
+            trigger=trigger,
+            message=message,
+            replicas=replicas,
+            dead=dead,
+        )
