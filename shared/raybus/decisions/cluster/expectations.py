@@ -94,7 +94,9 @@ def check_satisfied(
     if not items:
         return True, expectations
     pending = tuple(
-        item for item in items if not _is_pod_scaled(item, existing=existing, now=now, timeout=timeout_seconds)
+        item
+        for item in items
+        if not _is_pod_scaled(item, existing=existing, now=now, timeout=timeout_seconds)
     )
     groups = dict(expectations.groups)
     if pending:

@@ -30,7 +30,7 @@ HASH_WITHOUT_REPLICAS_AND_WORKERS_TO_DELETE_KEY = "ray.io/hash-without-replicas-
 def json_hash(obj: Any) -> str:
     """GenerateJsonHash over a canonical JSON serialisation."""
     serial = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    return base64.b32hexencode(hashlib.sha1(serial).digest()).decode()  # noqa: S324 - not security
+    return base64.b32hexencode(hashlib.sha1(serial).digest()).decode()
 
 
 def spec_without_replicas_and_workers_to_delete(spec: RayClusterSpec) -> dict[str, Any]:

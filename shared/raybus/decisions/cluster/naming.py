@@ -14,7 +14,6 @@ from collections.abc import Iterable
 
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 SUFFIX_LENGTH = 5
-MAX_PREFIX_LENGTH = 50  # 63 - (8 + 5): "-worker-" + 5 generated characters
 
 
 def random_suffix(entropy: str, key: str, length: int = SUFFIX_LENGTH) -> str:
@@ -25,12 +24,6 @@ def random_suffix(entropy: str, key: str, length: int = SUFFIX_LENGTH) -> str:
         number, rem = divmod(number, len(ALPHABET))
         chars.append(ALPHABET[rem])
     return "".join(chars)
-
-
-def pod_name_prefix(prefix: str, node_type: str, *, generate_name: bool = True) -> str:
-    """utils.PodName."""
-    result = f"{prefix[:MAX_PREFIX_LENGTH]}-{node_type}".lower()
-    return result + "-" if generate_name else result
 
 
 class NameAllocator:

@@ -53,7 +53,7 @@ class QuantityError(ValueError):
     pass
 
 
-def parse_quantity(raw: str | int | float) -> Quantity:
+def parse_quantity(raw: str | float) -> Quantity:
     """resource.ParseQuantity (JSON numbers are DecimalSI, as the Go unmarshaller treats them)."""
     if isinstance(raw, bool):
         raise QuantityError(f"invalid quantity {raw!r}")

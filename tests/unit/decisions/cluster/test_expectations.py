@@ -1,0 +1,98 @@
+"""Scale expectations: mirrors expectations/scale_expectations_test.go semantics."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from raybus.decisions.cluster.expectations import (
+    HEAD_GROUP,
+    ScaleAction,
+    ScaleExpectations,
+    check_satisfied,
+    clear_expectations,
+    expect_scale_pod,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _expect(exp: ScaleExpectations, group: str, name: str, action: ScaleAction, at: datetime = T0) -> ScaleExpectations:
+    return expect_scale_pod(exp, group=group, pod_name=name, action=action, now=at)
+
+
+@pytest.mark.parametrize(
+    ("action", "pod_exists", "elapsed", "satisfied"),
+    [
+        (ScaleAction.CREATE, True, 0, True),  # created Pod visible
+        (ScaleAction.CREATE, False, 0, False),  # not yet visible
+        (ScaleAction.CREATE, False, 29, False),  # still inside the 30 s timeout
+        (ScaleAction.CREATE, False, 31, True),  # ExpectationsTimeout elapsed
+        (ScaleAction.DELETE, False, 0, True),  # Pod gone
+        (ScaleAction.DELETE, True, 0, False),  # Pod still there
+        (ScaleAction.DELETE, True, 3600, False),  # deletes never time out
+    ],
+)
+def test_is_pod_scaled_table(action: ScaleAction, pod_exists: bool, elapsed: int, satisfied: bool) -> None:
+    exp = _expect(ScaleExpectations(), "g", "pod-a", action)
+    ok, remaining = check_satisfied(
+        exp, group="g", existing_pod_names=["pod-a"] if pod_exists else [], now=T0 + timedelta(seconds=elapsed)
+    )
+    assert ok is satisfied
+    assert remaining.is_empty() is satisfied  # met expectations are dropped
+
+
+def test_groups_are_independent_and_head_group_is_empty_string() -> None:
+    exp = _expect(ScaleExpectations(), HEAD_GROUP, "head-x", ScaleAction.CREATE)
+    exp = _expect(exp, "small", "w-1", ScaleAction.CREATE)
+    ok_head, exp = check_satisfied(exp, group=HEAD_GROUP, existing_pod_names=["head-x"], now=T0)
+    ok_small, exp = check_satisfied(exp, group="small", existing_pod_names=["head-x"], now=T0)
+    ok_other, exp = check_satisfied(exp, group="other", existing_pod_names=[], now=T0)
+    assert (ok_head, ok_small, ok_other) == (True, False, True)
+    assert [p.name for p in exp.for_group("small")] == ["w-1"]
+    assert exp.for_group(HEAD_GROUP) == ()
+
+
+def test_partial_satisfaction_keeps_only_pending() -> None:
+    exp = _expect(ScaleExpectations(), "g", "a", ScaleAction.CREATE)
+    exp = _expect(exp, "g", "b", ScaleAction.CREATE)
+    ok, exp = check_satisfied(exp, group="g", existing_pod_names=["a"], now=T0)
+    assert not ok
+    assert [p.name for p in exp.for_group("g")] == ["b"]
+
+
+def test_same_pod_name_overwrites_across_groups() -> None:
+    exp = _expect(ScaleExpectations(), "g1", "p", ScaleAction.CREATE)
+    exp = _expect(exp, "g2", "p", ScaleAction.DELETE)
+    assert exp.for_group("g1") == ()
+    assert [(p.name, p.action) for p in exp.for_group("g2")] == [("p", ScaleAction.DELETE)]
+
+
+def test_clear_and_json_round_trip() -> None:
+    exp = _expect(ScaleExpectations(), "g", "p", ScaleAction.CREATE)
+    again = ScaleExpectations.model_validate(exp.model_dump(mode="json"))
+    assert again == exp
+    assert clear_expectations().is_empty()
+
+
+@given(
+    names=st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=6),
+    existing=st.sets(st.sampled_from(["a", "b", "c", "d"])),
+    elapsed=st.integers(min_value=0, max_value=120),
+    deletes=st.booleans(),
+)
+def test_satisfied_iff_nothing_pending(names: list[str], existing: set[str], elapsed: int, deletes: bool) -> None:
+    exp = ScaleExpectations()
+    action = ScaleAction.DELETE if deletes else ScaleAction.CREATE
+    for name in names:
+        exp = _expect(exp, "g", name, action)
+    ok, remaining = check_satisfied(exp, group="g", existing_pod_names=existing, now=T0 + timedelta(seconds=elapsed))
+    assert ok == remaining.is_empty()
+    # Checking again without changes is a fixed point.
+    ok2, remaining2 = check_satisfied(
+        remaining, group="g", existing_pod_names=existing, now=T0 + timedelta(seconds=elapsed)
+    )
+    assert (ok2, remaining2) == (ok, remaining)
