@@ -1,0 +1,1 @@
+"""raybus command executor: applies CommandBatches from NATS to Kubernetes."""

@@ -1,0 +1,27 @@
+"""`python -m command_executor`: flags/RAYBUS_* env (common) plus the executor's own."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from raybus.runtime.service import common_parser, common_settings, run_service
+
+from command_executor.app import SERVICE, ExecutorSettings, create_app
+
+
+def main() -> None:
+    parser = common_parser(SERVICE)
+    env = os.environ.get
+    parser.add_argument("--kube-api-qps", type=float, default=float(env("RAYBUS_KUBE_API_QPS", "100")))
+    parser.add_argument("--kube-api-burst", type=int, default=int(env("RAYBUS_KUBE_API_BURST", "200")))
+    parser.add_argument("--concurrency", type=int, default=int(env("RAYBUS_EXECUTOR_CONCURRENCY", "32")))
+    args = parser.parse_args()
+    common = common_settings(SERVICE, args)
+    settings = ExecutorSettings(**{**common.model_dump(), "kube_qps": args.kube_api_qps,
+                                   "kube_burst": args.kube_api_burst, "concurrency": args.concurrency})
+    asyncio.run(run_service(settings, create_app(settings)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The command executor: the only raybus component with Kubernetes write access.
+
+Consumes CommandBatch messages from RAYBUS_COMMANDS (a work queue) with FastStream, through the
+shared durable pull consumer `command-executor` (streams.command_consumer_config): any number of
+replicas share it, each batch goes to one of them.
+
+Acknowledgement is manual (AckPolicy.MANUAL), because FastStream's JetStream default
+(REJECT_ON_ERROR) would `term` a batch whose handler raised, i.e. drop a reconcile's commands:
+- decoded and applied (success or permanent failure) -> publish Outcome (+ Trigger on failure) -> ack;
+- a transient API error (429/5xx/connection) -> nak with a growing delay: the whole batch is
+  redelivered, which is safe because every command is idempotent; on the last allowed delivery
+  the failure is reported (Outcome + Trigger) and acked instead, so the reconciler decides again;
+- undecodable -> dead-letter subject (raybus.dlq.command-executor), counted, then ack;
+- an unexpected exception in the handler -> nak with delay, never a silent drop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime
+
+from faststream import AckPolicy
+from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
+from nats.aio.client import Client as NATS
+from opentelemetry import context as otel_context
+
+from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
+from raybus.bus import subjects as s
+from raybus.bus.codec import decode_or_dead_letter
+from raybus.bus.envelopes import CommandBatch, Outcome
+from raybus.bus.publish import publish_outcome, publish_trigger
+from raybus.bus.streams import BusSettings, command_consumer_config, ensure_streams
+from raybus.observability.metrics import MESSAGES
+from raybus.observability.tracing import extract_context
+from raybus.runtime.service import CommonSettings
+
+from command_executor.executor import BatchResult, Executor
+
+log = logging.getLogger(__name__)
+SERVICE = "command-executor"
+
+
+class ExecutorSettings(CommonSettings):
+    service: str = SERVICE
+    kube_qps: float = 100.0  # KubeRay's --kube-api-qps default
+    kube_burst: int = 200  # KubeRay's --kube-api-burst default
+    concurrency: int = 32  # batches fetched and applied at once (serial per object regardless)
+    ack_wait_s: float = 30.0
+    max_deliver: int = 20
+    nak_delay_s: float = 1.0  # first redelivery delay after a transient error; doubles, capped
+    status_retries: int = 5
+
+
+class CommandExecutorService:
+    def __init__(self, settings: ExecutorSettings, *, kube: KubeClient | None = None) -> None:
+        self.settings = settings
+        self._kube = kube
+        self.executor: Executor | None = None
+        self.bus = BusSettings(partitions=settings.partitions, ack_wait_s=settings.ack_wait_s,
+                               max_deliver=settings.max_deliver)
+        self.broker = NatsBroker(settings.nats_url, max_reconnect_attempts=-1,
+                                 name=f"{SERVICE}-{settings.replica_id}")
+        self.applied = 0  # batches finished (observable for tests / bench)
+        self.broker.subscriber(
+            s.commands_filter(),
+            stream=JStream(name=s.STREAM_COMMANDS, declare=False),
+            durable=command_consumer_config(self.bus).durable_name,
+            config=command_consumer_config(self.bus),
+            pull_sub=PullSub(batch_size=settings.concurrency, timeout=1.0),
+            ack_policy=AckPolicy.MANUAL,
+        )(self._handle)
+
+    @property
+    def nc(self) -> NATS:
+        return self.broker.connection
+
+    async def start(self) -> None:
+        if self._kube is None:
+            api = await new_api_client(self.settings.kubeconfig)
+            self._kube = KubeClient(api, limiter=rate_limiter(self.settings.kube_qps,
+                                                              self.settings.kube_burst))
+        self.executor = Executor(self._kube, status_retries=self.settings.status_retries,
+                                 host=self.settings.replica_id or None)
+        await self.broker.connect()
+        await ensure_streams(self.nc.jetstream(), self.bus)  # JStream(declare=False): we own streams
+        await self.broker.start()
+
+    async def stop(self) -> None:
+        await self.broker.stop()
+        if self._kube is not None:
+            with contextlib.suppress(Exception):
+                await self._kube.close()
+
+    async def _handle(self, msg: NatsMessage) -> None:
+        raw = msg.raw_message
+        try:
+            batch = await decode_or_dead_letter(CommandBatch, data=raw.data, subject=raw.subject,
+                                                nc=self.nc, service=SERVICE)
+            if batch is None:
+                MESSAGES.labels(SERVICE, "command", "dead_letter").inc()
+                await msg.ack()
+                return
+            await self._apply_and_ack(batch, msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - bug or NATS trouble: redeliver, never drop
+            log.exception("command batch handler failed; redelivering", extra={"subject": raw.subject})
+            await msg.nack(delay=self.settings.nak_delay_s)
+
+    async def _apply_and_ack(self, batch: CommandBatch, msg: NatsMessage) -> None:
+        assert self.executor is not None
+        raw = msg.raw_message
+        delivered = raw.metadata.num_delivered if raw.metadata else 1
+        ctx = extract_context(raw.headers)
+        token = otel_context.attach(ctx)  # keep the trace across the NATS hop
+        try:
+            result = await self._apply_with_heartbeat(batch, msg)
+            if result.transient and delivered < self.settings.max_deliver:
+                delay = min(self.settings.nak_delay_s * 2 ** (delivered - 1), 30.0)
+                log.info("transient API error, batch redelivered later", extra={
+                    "reconcile_id": batch.reconcile_id, "delivered": delivered, "delay_s": delay})
+                MESSAGES.labels(SERVICE, "command", "nak").inc()
+                await msg.nack(delay=delay)
+                return
+            await self._report(batch, result)
+            await msg.ack()
+            MESSAGES.labels(SERVICE, "command", "failed" if result.failed else "ok").inc()
+            self.applied += 1
+        finally:
+            otel_context.detach(token)
+
+    async def _apply_with_heartbeat(self, batch: CommandBatch, msg: NatsMessage) -> BatchResult:
+        """Long batches (rate limited) tell JetStream they are still in progress, so ack_wait
+        does not hand the same batch to another replica mid-apply."""
+        assert self.executor is not None
+        task = asyncio.ensure_future(self.executor.apply(batch))
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=self.settings.ack_wait_s / 3)
+            if done:
+                return task.result()
+            with contextlib.suppress(Exception):
+                await msg.in_progress()
+
+    async def _report(self, batch: CommandBatch, result: BatchResult) -> None:
+        js = self.nc.jetstream()
+        await publish_outcome(js, Outcome(
+            key=batch.key, kind=batch.kind, uid=batch.uid, resource_version=batch.resource_version,
+            controller=batch.controller, reconcile_id=batch.reconcile_id, results=result.results,
+            finished_at=datetime.now(UTC)))
+        if result.failed:
+            first = next(r for r in result.results if not r.ok)
+            # The reconciler looks again with the failure visible in the Outcome (KubeRay
+            # requeues a reconcile that returned an error the same way).
+            await publish_trigger(js, controller=s.Controller(batch.controller), key=batch.key,
+                                  kind=batch.kind, partitions=self.settings.partitions,
+                                  cause=f"command failed: {first.op} {first.target} "
+                                        f"{first.error_reason or ''} {first.message}"[:300])
+
+
+def create_app(settings: CommonSettings) -> CommandExecutorService:
+    if not isinstance(settings, ExecutorSettings):
+        settings = ExecutorSettings(**settings.model_dump())
+    return CommandExecutorService(settings)

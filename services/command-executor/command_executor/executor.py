@@ -1,0 +1,211 @@
+"""Applies one CommandBatch against Kubernetes, in order and idempotently.
+
+- create: 409 AlreadyExists counts as success (names are deterministic, so a redelivered batch
+  finds its own pod: this is what makes "at least once" delivery safe);
+- delete: 404 is success; with target.uid a uid precondition, and a precondition conflict means
+  the addressed incarnation is already gone (also success);
+- patch: JSON merge patch (with metadata.uid as precondition when the target names one);
+- update_status: GET fresh, replace .status, PUT /status; 409 Conflict -> re-GET and retry
+  (bounded, like client-go's retry.RetryOnConflict with DefaultRetry's 5 steps);
+- the batch stops at the first failure, as KubeRay's reconcile returns on the first failed
+  create/delete (later commands may depend on earlier ones); the rest are reported as skipped;
+- transient failures (429, 5xx, connection) are flagged so the caller can redeliver the batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from raybus.adapters.kube import KubeClient, KubeError, UnknownResource, resource_for
+from raybus.bus.envelopes import CommandBatch, CommandResult
+from raybus.decisions.commands import (
+    Command,
+    CreateObject,
+    DeleteObject,
+    ObjectRef,
+    PatchObject,
+    RecordEvent,
+    UpdateStatus,
+)
+from raybus.observability.metrics import COMMANDS
+
+from command_executor.mapping import (
+    describe,
+    event_manifest,
+    failure_event,
+    failure_reason,
+    involved_object,
+    success_event,
+    target_of,
+)
+
+log = logging.getLogger(__name__)
+Json = dict[str, Any]
+EVENT_RES = resource_for("v1", "Event")
+
+
+@dataclass
+class BatchResult:
+    results: list[CommandResult] = field(default_factory=list)
+    transient: bool = False  # a retryable API error stopped the batch
+
+    @property
+    def failed(self) -> bool:
+        return any(not r.ok for r in self.results)
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    return isinstance(exc, KubeError) and exc.conflict
+
+
+class Executor:
+    def __init__(self, kube: KubeClient, *, status_retries: int = 5, host: str | None = None) -> None:
+        self._kube = kube
+        self._status_retries = status_retries
+        self._host = host or socket.gethostname()
+        self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
+        self._users: dict[tuple[str, str, str], int] = {}
+        # client-go's EventCorrelator: identical events bump count on the existing Event (LRU 4096).
+        self._events: OrderedDict[tuple[str, ...], tuple[str, int]] = OrderedDict()
+
+    async def apply(self, batch: CommandBatch) -> BatchResult:
+        """Serial per object within this replica: two batches for one RayCluster never interleave."""
+        key = (batch.kind, batch.key.namespace, batch.key.name)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        self._users[key] = self._users.get(key, 0) + 1
+        try:
+            async with lock:
+                return await self._apply(batch)
+        finally:
+            self._users[key] -= 1
+            if not self._users[key]:
+                del self._users[key]
+                del self._locks[key]
+
+    async def _apply(self, batch: CommandBatch) -> BatchResult:
+        out = BatchResult()
+        involved = involved_object(batch)
+        for index, cmd in enumerate(batch.commands):
+            target = target_of(cmd, batch)
+            try:
+                code, message = await self._one(cmd, target)
+                out.results.append(CommandResult(op=cmd.op, target=describe(target), ok=True,
+                                                 code=code, message=message))
+                COMMANDS.labels(cmd.op, "ok").inc()
+                event = success_event(cmd)
+                if event is not None:
+                    ref = cmd.target if isinstance(cmd, RecordEvent) else involved
+                    await self.record_event(ref, *event)
+            except (KubeError, UnknownResource) as exc:
+                err = exc if isinstance(exc, KubeError) else KubeError(400, "UnknownKind", str(exc))
+                out.transient = err.transient
+                out.results.append(CommandResult(
+                    op=cmd.op, target=describe(target), ok=False, code=err.code,
+                    error_reason=failure_reason(cmd), message=f"{err.reason}: {err.message}"[:1000]))
+                COMMANDS.labels(cmd.op, "transient" if err.transient else "error").inc()
+                log.warning("command failed", extra={
+                    "reconcile_id": batch.reconcile_id, "op": cmd.op, "target": describe(target),
+                    "code": err.code, "reason": err.reason, "why": cmd.reason})
+                event = failure_event(cmd, f"{err.reason}: {err.message}")
+                if event is not None and not err.transient:
+                    await self.record_event(involved, *event)
+                out.results += [CommandResult(op=c.op, target=describe(target_of(c, batch)), ok=False,
+                                              message="skipped: an earlier command failed")
+                                for c in batch.commands[index + 1:]]
+                break
+        return out
+
+    async def _one(self, cmd: Command, target: ObjectRef) -> tuple[int, str]:
+        """Returns (HTTP-ish code, note); raises KubeError for failures the caller must see."""
+        res = resource_for(target.api_version, target.kind)
+        ns = target.namespace if res.namespaced else None
+        if isinstance(cmd, CreateObject):
+            body = dict(cmd.object)
+            body["metadata"] = {**(body.get("metadata") or {}), "namespace": target.namespace}
+            try:
+                await self._kube.create(res, body, namespace=ns)
+            except KubeError as exc:
+                if exc.already_exists:
+                    return 409, "already exists (earlier delivery of this batch created it)"
+                raise
+            return 201, ""
+        if isinstance(cmd, DeleteObject):
+            try:
+                await self._kube.delete(res, namespace=ns, name=target.name, uid=target.uid,
+                                        propagation=cmd.propagation)
+            except KubeError as exc:
+                if exc.not_found:
+                    return 404, "already gone"
+                if exc.conflict and target.uid:
+                    return 409, "uid precondition failed: that incarnation is already gone"
+                raise
+            return 200, ""
+        if isinstance(cmd, PatchObject):
+            patch = dict(cmd.merge_patch)
+            if target.uid:  # metadata.uid in a patch is checked by the API server (409 on mismatch)
+                patch["metadata"] = {**(patch.get("metadata") or {}), "uid": target.uid}
+            await self._kube.merge_patch(res, namespace=ns, name=target.name, patch=patch)
+            return 200, ""
+        if isinstance(cmd, UpdateStatus):
+            return await self._update_status(cmd, target)
+        if isinstance(cmd, RecordEvent):
+            return 201, ""  # recorded by the caller like every other command's event
+        raise UnknownResource(f"op {cmd.op}")
+
+    async def _update_status(self, cmd: UpdateStatus, target: ObjectRef) -> tuple[int, str]:
+        res = resource_for(target.api_version, target.kind)
+        ns = target.namespace if res.namespaced else None
+        attempts = 0
+        async for attempt in AsyncRetrying(stop=stop_after_attempt(self._status_retries),
+                                           wait=wait_random_exponential(multiplier=0.01, max=0.5),
+                                           retry=retry_if_exception(_is_conflict), reraise=True):
+            with attempt:
+                attempts += 1
+                try:
+                    fresh = await self._kube.get(res, namespace=ns, name=target.name)
+                except KubeError as exc:
+                    if exc.not_found:
+                        return 404, "object gone; status not written"
+                    raise
+                uid = (fresh.get("metadata") or {}).get("uid")
+                if target.uid and uid != target.uid:
+                    raise KubeError(409, "Precondition",
+                                    f"uid {uid} is not the incarnation {target.uid} the status was computed for")
+                fresh["status"] = cmd.status
+                await self._kube.replace_status(res, fresh)
+        return 200, f"written after {attempts} attempt(s)" if attempts > 1 else ""
+
+    async def record_event(self, involved: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Best effort, like client-go's recorder: a failed Event never fails the command."""
+        key = (involved.namespace, involved.kind, involved.name, involved.uid or "", type_, reason, message)
+        now = datetime.now(UTC)
+        try:
+            seen = self._events.get(key)
+            if seen is not None:
+                name, count = seen
+                try:
+                    await self._kube.merge_patch(EVENT_RES, namespace=involved.namespace, name=name, patch={
+                        "count": count + 1, "lastTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
+                    self._events[key] = (name, count + 1)
+                    self._events.move_to_end(key)
+                    return
+                except KubeError as exc:
+                    if not exc.not_found:
+                        raise
+            body = event_manifest(involved, type_=type_, reason=reason, message=message, now=now,
+                                  host=self._host)
+            await self._kube.create(EVENT_RES, body, namespace=involved.namespace)
+            self._events[key] = (body["metadata"]["name"], 1)
+            if len(self._events) > 4096:
+                self._events.popitem(last=False)
+        except KubeError as exc:
+            log.warning("event not recorded", extra={"reason": reason, "code": exc.code,
+                                                     "object": describe(involved)})

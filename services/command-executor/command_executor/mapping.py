@@ -1,0 +1,126 @@
+"""Pure parts of the executor: which object a command addresses, the Event it records, and the
+KubeRay failure reason a failed command reports.
+
+KubeRay records Events on the *reconciled* object (the RayCluster), not on the pod it created:
+`r.Recorder.Eventf(instance, Normal, CreatedWorkerPod, "Created worker Pod %s", ...)`, and on
+failure a Warning with the matching FailedTo* reason (ray-operator/controllers/ray/utils/constant.go).
+The RayCluster status' ReplicaFailure condition uses the shorter reasons FailedCreateHeadPod etc.
+(apis/ray/v1 raycluster_types.go), which the executor reports as CommandResult.error_reason.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from raybus.bus.envelopes import CommandBatch
+from raybus.decisions.commands import (
+    Command,
+    CreateObject,
+    DeleteObject,
+    ObjectRef,
+    PatchObject,
+    RecordEvent,
+    UpdateStatus,
+)
+
+Json = dict[str, Any]
+COMPONENT = "raybus"
+NODE_TYPE_LABEL = "ray.io/node-type"
+
+# Bus kind tokens of the objects reconcilers own -> their Kubernetes identity.
+_PRIMARY = {"raycluster": ("ray.io/v1", "RayCluster"), "rayjob": ("ray.io/v1", "RayJob"),
+            "rayservice": ("ray.io/v1", "RayService")}
+
+
+def involved_object(batch: CommandBatch) -> ObjectRef:
+    api_version, kind = _PRIMARY.get(batch.kind, ("ray.io/v1", batch.kind))
+    return ObjectRef(api_version=api_version, kind=kind, namespace=batch.key.namespace,
+                     name=batch.key.name, uid=batch.uid)
+
+
+def target_of(cmd: Command, batch: CommandBatch) -> ObjectRef:
+    """The object a command acts on (creates carry a manifest instead of a ref)."""
+    if isinstance(cmd, CreateObject):
+        m = cmd.object.get("metadata") or {}
+        return ObjectRef(api_version=str(cmd.object.get("apiVersion", "")),
+                         kind=str(cmd.object.get("kind", "")),
+                         namespace=str(m.get("namespace") or batch.key.namespace),
+                         name=str(m.get("name") or ""))
+    return cmd.target
+
+
+def describe(ref: ObjectRef) -> str:
+    return f"{ref.kind}/{ref.namespace}/{ref.name}"
+
+
+def _node_type(cmd: Command) -> str | None:
+    if isinstance(cmd, CreateObject) and cmd.object.get("kind") == "Pod":
+        labels = (cmd.object.get("metadata") or {}).get("labels") or {}
+        return str(labels.get(NODE_TYPE_LABEL) or "") or None
+    return None
+
+
+def failure_reason(cmd: Command) -> str | None:
+    """KubeRay's ReplicaFailure reason for a failed command, when it has one."""
+    event_reason = getattr(cmd, "event_reason", None) or ""
+    if isinstance(cmd, CreateObject) and cmd.object.get("kind") == "Pod":
+        node_type = _node_type(cmd)
+        if node_type == "head" or "Head" in event_reason:
+            return "FailedCreateHeadPod"
+        return "FailedCreateWorkerPod"
+    if isinstance(cmd, DeleteObject) and cmd.target.kind == "Pod":
+        if "All" in event_reason:
+            return "FailedDeleteAllPods"
+        if "Head" in event_reason:
+            return "FailedDeleteHeadPod"
+        return "FailedDeleteWorkerPod"
+    return None
+
+
+def failed_event_reason(event_reason: str | None) -> str | None:
+    """CreatedWorkerPod -> FailedToCreateWorkerPod, DeletedHeadPod -> FailedToDeleteHeadPod."""
+    if not event_reason:
+        return None
+    for done, failed in (("Created", "FailedToCreate"), ("Deleted", "FailedToDelete"),
+                         ("Updated", "FailedToUpdate"), ("Patched", "FailedToUpdate")):
+        if event_reason.startswith(done):
+            return failed + event_reason[len(done):]
+    return None
+
+
+def success_event(cmd: Command) -> tuple[str, str, str] | None:
+    """(type, reason, message) to record after cmd succeeded, or None."""
+    if isinstance(cmd, RecordEvent):
+        return cmd.type, cmd.event_reason, cmd.message
+    if isinstance(cmd, (CreateObject, DeleteObject, PatchObject)) and cmd.event_reason:
+        return "Normal", cmd.event_reason, cmd.reason
+    return None
+
+
+def failure_event(cmd: Command, error: str) -> tuple[str, str, str] | None:
+    if isinstance(cmd, UpdateStatus | RecordEvent):
+        return None
+    reason = failed_event_reason(getattr(cmd, "event_reason", None))
+    if reason is None:
+        return None
+    return "Warning", reason, f"{cmd.reason}: {error}"[:1024]
+
+
+def event_manifest(involved: ObjectRef, *, type_: str, reason: str, message: str,
+                   now: datetime, host: str) -> Json:
+    """A core/v1 Event as client-go's recorder writes it (name = <object>.<unix nanos hex>)."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    name = f"{involved.name}.{int(now.timestamp() * 1e9):x}"
+    ref: Json = {"apiVersion": involved.api_version, "kind": involved.kind,
+                 "namespace": involved.namespace, "name": involved.name}
+    if involved.uid:
+        ref["uid"] = involved.uid
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": involved.namespace},
+        "involvedObject": ref, "reason": reason, "message": message[:1024], "type": type_,
+        "source": {"component": COMPONENT, "host": host},
+        "count": 1, "firstTimestamp": stamp, "lastTimestamp": stamp,
+        "reportingComponent": COMPONENT, "reportingInstance": host,
+    }

@@ -1,0 +1,1 @@
+"""raybus watcher: lists/watches Kubernetes and publishes ObjectEvents + Triggers on NATS."""

@@ -1,0 +1,32 @@
+"""`python -m watcher`: flags/RAYBUS_* env (common) plus the watcher's own."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from raybus.runtime.service import common_parser, common_settings, run_service
+
+from watcher.app import SERVICE, WatcherSettings, create_app
+
+
+def main() -> None:
+    parser = common_parser(SERVICE)
+    env = os.environ.get
+    parser.add_argument("--resync-s", type=float, default=float(env("RAYBUS_RESYNC_S", "600")),
+                        help="periodic relist interval (seconds)")
+    parser.add_argument("--watch-timeout-s", type=int, default=int(env("RAYBUS_WATCH_TIMEOUT_S", "300")))
+    parser.add_argument("--namespace", default=env("RAYBUS_WATCH_NAMESPACE") or None,
+                        help="watch one namespace (KubeRay's --watch-namespace); default all")
+    parser.add_argument("--kube-api-qps", type=float, default=float(env("RAYBUS_KUBE_API_QPS", "100")))
+    parser.add_argument("--kube-api-burst", type=int, default=int(env("RAYBUS_KUBE_API_BURST", "200")))
+    args = parser.parse_args()
+    common = common_settings(SERVICE, args)
+    settings = WatcherSettings(**{**common.model_dump(), "resync_s": args.resync_s,
+                                  "watch_timeout_s": args.watch_timeout_s, "namespace": args.namespace,
+                                  "kube_qps": args.kube_api_qps, "kube_burst": args.kube_api_burst})
+    asyncio.run(run_service(settings, create_app(settings)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""The watcher: the only component that lists/watches Kubernetes (read-only RBAC).
+
+For every change of a watched object it publishes an ObjectEvent (RAYBUS_OBJECTS keeps the last
+one per object, so the stream is the cluster state every reconciler loads) and then a Trigger for
+each controller that owns the object (watcher.routing). The trigger carries the event's stream
+sequence, so the reconciler decides on a snapshot at least that fresh.
+
+Restart safety: on start the watcher reads back what it last published from RAYBUS_OBJECTS, so its
+first list publishes only real differences (and DELETED for objects that vanished while it was
+down) instead of re-announcing the whole cluster. Two replicas may run; Nats-Msg-Id
+kind/ns/name/resourceVersion makes JetStream store each version once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NATS
+
+from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
+from raybus.bus import subjects as s
+from raybus.bus.envelopes import ObjectEvent, ObjectKey
+from raybus.bus.publish import publish_object, publish_trigger
+from raybus.bus.streams import BusSettings, ensure_streams
+from raybus.observability.metrics import MESSAGES
+from raybus.runtime.cache import ObjectCache
+from raybus.runtime.service import CommonSettings
+
+from watcher.informer import Informer
+from watcher.routing import (
+    SERVICE_NAME_LABEL,
+    WATCHES,
+    Route,
+    WatchSpec,
+    meta,
+    msg_id,
+    routes,
+    sanitize,
+)
+
+log = logging.getLogger(__name__)
+Json = dict[str, Any]
+SERVICE = "watcher"
+
+
+class WatcherSettings(CommonSettings):
+    service: str = SERVICE
+    resync_s: float = 600.0  # periodic relist (controller-runtime's SyncPeriod defaults to 10 h; KubeRay's watch is cheap)
+    watch_timeout_s: int = 300  # client-go's minWatchTimeout
+    namespace: str | None = None  # KubeRay's --watch-namespace (None: all)
+    kube_qps: float = 100.0
+    kube_burst: int = 200
+
+
+class Watcher:
+    def __init__(self, settings: WatcherSettings, *, kube: KubeClient | None = None,
+                 specs: tuple[WatchSpec, ...] = WATCHES) -> None:
+        self.settings = settings
+        self._kube = kube
+        self._specs = specs
+        self._nc: NATS | None = None
+        self.informers: list[Informer] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        # Service -> controllers owning it, so EndpointSlices (labelled with their Service's name)
+        # reach the RayService/RayCluster that owns the Service.
+        self.service_owners: dict[tuple[str, str], tuple[Route, ...]] = {}
+        # Slices seen before their Service, replayed when the Service becomes known.
+        self._orphan_slices: dict[tuple[str, str], dict[str, Json]] = defaultdict(dict)
+        self.published = 0
+
+    @property
+    def nc(self) -> NATS:
+        assert self._nc is not None
+        return self._nc
+
+    async def start(self) -> None:
+        self._nc = await nats.connect(self.settings.nats_url, name=f"watcher-{self.settings.replica_id}",
+                                      max_reconnect_attempts=-1)
+        await ensure_streams(self.nc.jetstream(), BusSettings(partitions=self.settings.partitions))
+        if self._kube is None:
+            api = await new_api_client(self.settings.kubeconfig)
+            self._kube = KubeClient(api, limiter=rate_limiter(self.settings.kube_qps,
+                                                              self.settings.kube_burst))
+        known = await self._load_published()
+        for spec in self._specs:
+            inf = Informer(self._kube, spec, sink=self._sink_for(spec), known=known[spec.kind],
+                           namespace=self.settings.namespace, resync_s=self.settings.resync_s,
+                           watch_timeout_s=self.settings.watch_timeout_s)
+            self.informers.append(inf)
+        for obj in known[s.Kind.SERVICE].values():
+            self._remember_service(obj, deleted=False)
+        self._tasks = [asyncio.create_task(self._run(inf)) for inf in self.informers]
+
+    async def _run(self, inf: Informer) -> None:
+        # Initial lists in WATCHES order (Services before EndpointSlices) like WaitForCacheSync,
+        # then every kind watches concurrently.
+        index = self.informers.index(inf)
+        if index > 0:
+            await self.informers[index - 1].synced.wait()
+        with contextlib.suppress(Exception):
+            await inf.relist(why="initial")
+        await inf.run()
+
+    async def wait_synced(self, timeout: float = 30.0) -> None:
+        await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers)), timeout)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self._kube is not None:
+            await self._kube.close()
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                await self._nc.drain()
+
+    async def _load_published(self) -> dict[s.Kind, dict[tuple[str, str], Json]]:
+        kinds = [spec.kind for spec in self._specs]
+        cache = ObjectCache(self.nc, kinds=kinds)
+        await cache.start()
+        await cache.stop()
+        out: dict[s.Kind, dict[tuple[str, str], Json]] = {}
+        for kind in kinds:
+            out[kind] = {(str(meta(o).get("namespace") or ""), str(meta(o).get("name") or "")): o
+                         for o in cache.objects(kind)}
+        log.info("loaded last published state", extra={"objects": sum(map(len, out.values()))})
+        return out
+
+    def _sink_for(self, spec: WatchSpec) -> Any:
+        async def sink(etype: str, obj: Json, old: Json | None) -> bool:
+            return await self.on_change(spec, etype, obj, old)
+        return sink
+
+    def _remember_service(self, obj: Json, *, deleted: bool) -> tuple[Route, ...]:
+        m = meta(obj)
+        key = (str(m.get("namespace") or ""), str(m.get("name") or ""))
+        owners = () if deleted else routes(s.Kind.SERVICE, obj, service_owners={})
+        if owners:
+            self.service_owners[key] = owners
+        else:
+            self.service_owners.pop(key, None)
+        return owners
+
+    async def on_change(self, spec: WatchSpec, etype: str, obj: Json, old: Json | None) -> bool:
+        """Publish one change; returns whether the object is tracked (published) afterwards."""
+        obj = sanitize(obj)
+        kind = spec.kind
+        targets = routes(kind, obj, service_owners=self.service_owners)
+        if kind is s.Kind.ENDPOINTSLICE:
+            self._park_slice(obj, deleted=etype == "DELETED", routed=bool(targets))
+        if spec.owned_only and not targets and etype != "DELETED":
+            if old is None:
+                return False
+            # Was ours, no longer owned by anything raybus reconciles: retract it from the bus.
+            etype, obj = "DELETED", old
+        if old is not None:  # an ownership/label change must wake the previous owner too
+            targets = tuple(dict.fromkeys(targets + routes(kind, old, service_owners=self.service_owners)))
+        await self._publish(kind, etype, obj, targets)
+        if kind is s.Kind.SERVICE:
+            before = set(self.service_owners)
+            self._remember_service(obj, deleted=etype == "DELETED")
+            m = meta(obj)
+            key = (str(m.get("namespace") or ""), str(m.get("name") or ""))
+            if key in self.service_owners and key not in before:
+                await self._replay_slices(key)
+        return etype != "DELETED"
+
+    def _park_slice(self, obj: Json, *, deleted: bool, routed: bool) -> None:
+        m = meta(obj)
+        service = (m.get("labels") or {}).get(SERVICE_NAME_LABEL)
+        if not service:
+            return
+        key = (str(m.get("namespace") or ""), str(service))
+        if deleted or routed:
+            self._orphan_slices.get(key, {}).pop(str(m.get("name")), None)
+        else:
+            self._orphan_slices[key][str(m.get("name"))] = obj
+
+    async def _replay_slices(self, service_key: tuple[str, str]) -> None:
+        slice_informer = next((i for i in self.informers if i.spec.kind is s.Kind.ENDPOINTSLICE), None)
+        for obj in list(self._orphan_slices.pop(service_key, {}).values()):
+            if slice_informer is not None:
+                slice_informer.known[(service_key[0], str(meta(obj).get("name")))] = obj
+            await self.on_change(slice_informer.spec if slice_informer else WATCHES[6], "ADDED", obj, None)
+
+    async def _publish(self, kind: s.Kind, etype: str, obj: Json, targets: tuple[Route, ...]) -> None:
+        js = self.nc.jetstream()
+        m = meta(obj)
+        key = ObjectKey(namespace=str(m.get("namespace") or ""), name=str(m.get("name") or ""))
+        event = ObjectEvent(key=key, kind=kind.value, type=etype,
+                            uid=m.get("uid"), resource_version=m.get("resourceVersion"), object=obj)
+        seq = await publish_object(js, event, msg_id=msg_id(kind, obj, etype))
+        cause = f"{etype} {kind.value} {key}"
+        await asyncio.gather(*(
+            publish_trigger(js, controller=r.controller, key=ObjectKey(namespace=r.namespace, name=r.name),
+                            kind=r.kind.value, cause=cause, objects_seq=seq,
+                            partitions=self.settings.partitions)
+            for r in targets))
+        self.published += 1
+        MESSAGES.labels(SERVICE, kind.value, etype.lower()).inc()
+
+
+def create_app(settings: CommonSettings) -> Watcher:
+    if not isinstance(settings, WatcherSettings):
+        settings = WatcherSettings(**settings.model_dump())
+    return Watcher(settings)

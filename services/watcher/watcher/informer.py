@@ -1,0 +1,124 @@
+"""List + watch of one kind, shaped like client-go's Reflector (tools/cache/reflector.go).
+
+- list, then watch from the list's resourceVersion; each watch request ends after a randomized
+  timeout (client-go: 5-10 min) and is resumed from the last resourceVersion seen (events and
+  BOOKMARKs advance it), so an API server restart or dropped connection costs no relist;
+- 410 Expired/Gone (the resourceVersion was compacted) -> relist, and the relist is diffed
+  against what was last published (DeltaFIFO.Replace): vanished objects become DELETED;
+- every `resync_s` a relist runs anyway, as a safety net for anything a watch might have missed;
+- connection errors back off exponentially (client-go's backoff manager: 0.8s..30s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from raybus.adapters.kube import KubeClient, KubeError, resource_for
+
+from watcher.routing import WatchSpec, diff_relist, meta
+
+log = logging.getLogger(__name__)
+Json = dict[str, Any]
+Key = tuple[str, str]
+# sink(event_type, object, previously published object or None) -> keep tracking the object?
+Sink = Callable[[str, Json, Json | None], Awaitable[bool]]
+
+
+def _key(obj: Json) -> Key:
+    m = meta(obj)
+    return str(m.get("namespace") or ""), str(m.get("name") or "")
+
+
+class Informer:
+    def __init__(self, kube: KubeClient, spec: WatchSpec, *, sink: Sink,
+                 known: dict[Key, Json] | None = None, namespace: str | None = None,
+                 resync_s: float = 600.0, watch_timeout_s: int = 300) -> None:
+        self._kube = kube
+        self.spec = spec
+        self._res = resource_for(spec.api_version, spec.k8s_kind)
+        self._sink = sink
+        self.known: dict[Key, Json] = known if known is not None else {}
+        self._ns = namespace
+        self._resync_s = resync_s
+        self._watch_timeout_s = watch_timeout_s
+        self.resource_version = ""
+        self._next_resync = 0.0
+        self.relists = 0  # observable for tests and logs
+        self.synced = asyncio.Event()
+
+    async def relist(self, *, why: str) -> None:
+        items, rv = await self._kube.list_all(self._res, namespace=self._ns,
+                                              label_selector=self.spec.label_selector)
+        changes = diff_relist(self.known, items)
+        log.info("relisted", extra={"kind": self.spec.kind.value, "why": why, "items": len(items),
+                                    "changes": len(changes), "resource_version": rv})
+        for etype, obj in changes:
+            await self._apply(etype, obj)
+        self.resource_version = rv
+        self.relists += 1
+        self._next_resync = time.monotonic() + self._resync_s
+        self.synced.set()
+
+    async def _apply(self, etype: str, obj: Json) -> None:
+        key = _key(obj)
+        old = self.known.get(key)
+        if etype != "DELETED" and old is not None \
+                and meta(old).get("resourceVersion") == meta(obj).get("resourceVersion") \
+                and meta(old).get("uid") == meta(obj).get("uid"):
+            return  # only publish when the resourceVersion actually changed
+        if etype == "DELETED" and old is None and self.spec.owned_only:
+            return  # never published, nothing to retract
+        keep = await self._sink(etype, obj, old)
+        if etype == "DELETED" or not keep:
+            self.known.pop(key, None)
+        else:
+            self.known[key] = obj
+
+    async def run(self) -> None:
+        need_list = not self.synced.is_set()
+        backoff = 0.8
+        while True:
+            try:
+                if need_list or time.monotonic() >= self._next_resync:
+                    await self.relist(why="initial" if not self.synced.is_set()
+                                      else "gone" if need_list else "resync")
+                    need_list = False
+                await self._watch_once()
+                backoff = 0.8
+            except asyncio.CancelledError:
+                raise
+            except KubeError as exc:
+                if exc.gone:
+                    log.info("watch expired, relisting", extra={"kind": self.spec.kind.value,
+                                                                "resource_version": self.resource_version})
+                    need_list = True
+                    continue
+                log.warning("list/watch failed, retrying from last resourceVersion",
+                            extra={"kind": self.spec.kind.value, "code": exc.code, "reason": exc.reason,
+                                   "backoff_s": backoff})
+                await asyncio.sleep(backoff * random.uniform(1.0, 1.5))
+                backoff = min(backoff * 2, 30.0)
+            except Exception:  # noqa: BLE001 - NATS or decode trouble must not kill the informer
+                log.exception("informer error", extra={"kind": self.spec.kind.value})
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    async def _watch_once(self) -> None:
+        remaining = max(1.0, self._next_resync - time.monotonic())
+        # client-go randomizes each watch's timeout in [min, 2*min) to spread reconnects.
+        timeout = int(min(remaining, self._watch_timeout_s * random.uniform(1.0, 2.0))) or 1
+        async for event in self._kube.watch(self._res, resource_version=self.resource_version,
+                                            namespace=self._ns, timeout_s=timeout,
+                                            label_selector=self.spec.label_selector):
+            rv = str(meta(event.object).get("resourceVersion") or "")
+            if event.type != "BOOKMARK":
+                await self._apply(event.type, event.object)
+            if rv:
+                self.resource_version = rv
+            if time.monotonic() >= self._next_resync:
+                return

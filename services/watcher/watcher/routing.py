@@ -1,0 +1,162 @@
+"""Pure watcher logic: what to watch, what to strip, and which controller to wake for an object.
+
+Routing follows controller-runtime's `Owns()`/`Watches()` wiring in KubeRay:
+- RayClusterReconciler: For(RayCluster), Owns(Pod, Service, ServiceAccount, Role, RoleBinding,
+  Ingress/Route) -> EnqueueRequestForOwner(RayCluster), i.e. the *controlling* ownerRef.
+- RayJobReconciler: For(RayJob), Owns(RayCluster, batch Job).
+- RayServiceReconciler: For(RayService), Owns(RayCluster, Service, Ingress); its serve endpoints
+  are checked through EndpointSlices of its Services.
+Pods are routed by the ray.io/cluster label (KubeRay's pod watch maps pods to their cluster the
+same way, and a head pod is owned by its RayCluster anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from raybus.bus import subjects as s
+
+Json = dict[str, Any]
+CLUSTER_LABEL = "ray.io/cluster"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+CREATED_BY = "app.kubernetes.io/created-by=kuberay-operator"
+# KubeRay narrows its pod cache to Ray node pods (head, worker, and the GCS-FT redis cleanup job's).
+RAY_POD_SELECTOR = "ray.io/node-type in (head,worker,redis-cleanup)"
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    kind: s.Kind
+    api_version: str
+    k8s_kind: str
+    label_selector: str | None = None
+    # Objects only matter when some raybus controller owns them (ray.io ownerRef / label).
+    owned_only: bool = False
+
+
+WATCHES: tuple[WatchSpec, ...] = (
+    WatchSpec(s.Kind.RAYCLUSTER, "ray.io/v1", "RayCluster"),
+    WatchSpec(s.Kind.RAYJOB, "ray.io/v1", "RayJob"),
+    WatchSpec(s.Kind.RAYSERVICE, "ray.io/v1", "RayService"),
+    WatchSpec(s.Kind.POD, "v1", "Pod", label_selector=RAY_POD_SELECTOR),
+    # Services first among owned kinds: EndpointSlices route through the service->owner map.
+    WatchSpec(s.Kind.SERVICE, "v1", "Service", owned_only=True),
+    # KubeRay's manager narrows its Job cache to the submitter Jobs it created (main.go cacheSelectors).
+    WatchSpec(s.Kind.JOB, "batch/v1", "Job", label_selector=CREATED_BY),
+    WatchSpec(s.Kind.ENDPOINTSLICE, "discovery.k8s.io/v1", "EndpointSlice", owned_only=True),
+    WatchSpec(s.Kind.INGRESS, "networking.k8s.io/v1", "Ingress", owned_only=True),
+    WatchSpec(s.Kind.SERVICEACCOUNT, "v1", "ServiceAccount", owned_only=True),
+    WatchSpec(s.Kind.ROLE, "rbac.authorization.k8s.io/v1", "Role", owned_only=True),
+    WatchSpec(s.Kind.ROLEBINDING, "rbac.authorization.k8s.io/v1", "RoleBinding", owned_only=True),
+)
+
+_OWNER_KINDS: dict[str, tuple[s.Controller, s.Kind]] = {
+    "RayCluster": (s.Controller.CLUSTER, s.Kind.RAYCLUSTER),
+    "RayJob": (s.Controller.JOB, s.Kind.RAYJOB),
+    "RayService": (s.Controller.SERVICE, s.Kind.RAYSERVICE),
+}
+
+
+@dataclass(frozen=True, order=True)
+class Route:
+    """Wake `controller` for the object `kind` namespace/name."""
+
+    controller: s.Controller
+    kind: s.Kind
+    namespace: str
+    name: str
+
+
+def meta(obj: Mapping[str, Any]) -> Json:
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def sanitize(obj: Json) -> Json:
+    """Copy of obj safe to publish: no managedFields (noise, half the bytes of a pod), and never a
+    Secret's values, including kubectl's last-applied annotation, which would repeat them."""
+    out = dict(obj)
+    m = dict(meta(obj))
+    m.pop("managedFields", None)
+    if obj.get("kind") == "Secret":
+        out.pop("data", None)
+        out.pop("stringData", None)
+        annotations = dict(m.get("annotations") or {})
+        annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+        if annotations or "annotations" in m:
+            m["annotations"] = annotations
+    out["metadata"] = m
+    return out
+
+
+def ray_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(kind, name) of the ray.io ownerRef that controls obj: the one with controller=true
+    (controllerutil.SetControllerReference), else the first ray.io owner."""
+    refs = [r for r in meta(obj).get("ownerReferences") or []
+            if isinstance(r, dict) and str(r.get("apiVersion", "")).startswith("ray.io/")
+            and r.get("kind") in _OWNER_KINDS and r.get("name")]
+    if not refs:
+        return None
+    ref = next((r for r in refs if r.get("controller")), refs[0])
+    return str(ref["kind"]), str(ref["name"])
+
+
+def _route_to(owner_kind: str, namespace: str, name: str) -> Route:
+    controller, kind = _OWNER_KINDS[owner_kind]
+    return Route(controller, kind, namespace, name)
+
+
+def routes(kind: s.Kind, obj: Mapping[str, Any], *,
+           service_owners: Mapping[tuple[str, str], tuple[Route, ...]]) -> tuple[Route, ...]:
+    """Every controller that must look again when obj changes (possibly none)."""
+    m = meta(obj)
+    ns, name = str(m.get("namespace") or ""), str(m.get("name") or "")
+    labels = m.get("labels") or {}
+    owner = ray_owner(obj)
+    out: list[Route] = []
+    if kind in (s.Kind.RAYCLUSTER, s.Kind.RAYJOB, s.Kind.RAYSERVICE):
+        out.append(_route_to({s.Kind.RAYCLUSTER: "RayCluster", s.Kind.RAYJOB: "RayJob",
+                              s.Kind.RAYSERVICE: "RayService"}[kind], ns, name))
+        if kind is s.Kind.RAYCLUSTER and owner and owner[0] in ("RayJob", "RayService"):
+            out.append(_route_to(owner[0], ns, owner[1]))
+    elif kind is s.Kind.POD:
+        if labels.get(CLUSTER_LABEL):
+            out.append(_route_to("RayCluster", ns, str(labels[CLUSTER_LABEL])))
+        elif owner:
+            out.append(_route_to(owner[0], ns, owner[1]))
+    elif kind is s.Kind.ENDPOINTSLICE:
+        service = labels.get(SERVICE_NAME_LABEL)
+        out.extend(service_owners.get((ns, str(service)), ()) if service else ())
+        if not out and labels.get(CLUSTER_LABEL):
+            # The EndpointSlice controller copies Service labels onto slices: fall back to them.
+            out.append(_route_to("RayCluster", ns, str(labels[CLUSTER_LABEL])))
+    elif owner:  # Service, Ingress, SA, Role, RoleBinding, batch Job
+        out.append(_route_to(owner[0], ns, owner[1]))
+    return tuple(dict.fromkeys(out))
+
+
+def msg_id(kind: s.Kind, obj: Mapping[str, Any], event_type: str) -> str:
+    """JetStream de-dup id: two watcher replicas seeing the same version store it once."""
+    m = meta(obj)
+    suffix = "/DELETED" if event_type == "DELETED" else ""
+    return f"{kind.value}/{m.get('namespace', '')}/{m.get('name', '')}/{m.get('resourceVersion', '')}{suffix}"
+
+
+def diff_relist(known: Mapping[tuple[str, str], Json],
+                items: list[Json]) -> list[tuple[str, Json]]:
+    """What a relist reveals, like client-go's DeltaFIFO.Replace: objects that vanished between
+    lists become DELETED (with the last object seen), new or changed ones SYNC, unchanged none."""
+    out: list[tuple[str, Json]] = []
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        m = meta(item)
+        key = (str(m.get("namespace") or ""), str(m.get("name") or ""))
+        seen.add(key)
+        old = known.get(key)
+        if old is None or meta(old).get("resourceVersion") != m.get("resourceVersion") \
+                or meta(old).get("uid") != m.get("uid"):
+            out.append(("SYNC", item))
+    out.extend(("DELETED", obj) for key, obj in known.items() if key not in seen)
+    return out
