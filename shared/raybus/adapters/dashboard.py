@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -51,6 +51,7 @@ SERVE_PATH = "/api/serve/applications/"
 AUTH_HEADER = "x-ray-authorization"
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 _JOB_LIST = TypeAdapter(list[JobDetails])
 
 
@@ -206,11 +207,12 @@ class RayDashboardClient:
             reraise=True,
         )
 
-    async def _get_json(self, path: str, *, job_route: bool = False) -> Any:
+    async def _get_parsed(self, path: str, parse: Callable[[Any], T], *, job_route: bool = False) -> T:
+        """GET, decode and validate inside the retry loop: garbage is transient and retried too."""
         async for attempt in self._retrying():
             with attempt:
                 response = await self._send("GET", path, job_route=job_route)
-                return _json(response, what=f"GET {path}")  # garbage is transient: retried too
+                return parse(_json(response, what=f"GET {path}"))
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
     async def _get_text(self, path: str) -> str:
@@ -223,16 +225,18 @@ class RayDashboardClient:
 
     async def get_job_info(self, job_id: str) -> JobDetails:
         """GET /api/jobs/<id>: by submission id or hex Ray job id. JobNotFound on 404."""
-        data = await self._get_json(f"{JOBS_PATH}{job_id}", job_route=True)
-        return _validate(JobDetails, data, what=f"job {job_id}")
+        return await self._get_parsed(f"{JOBS_PATH}{job_id}", _validator(JobDetails), job_route=True)
 
     async def list_jobs(self) -> list[JobDetails]:
         """GET /api/jobs/: SUBMISSION and DRIVER entries, unstable order (README §3)."""
-        data = await self._get_json(JOBS_PATH)
-        try:
-            return _JOB_LIST.validate_python(data)
-        except ValidationError as exc:
-            raise DashboardGarbage(f"job list: unexpected shape: {exc.error_count()} errors") from None
+
+        def parse(data: Any) -> list[JobDetails]:
+            try:
+                return _JOB_LIST.validate_python(data)
+            except ValidationError as exc:
+                raise DashboardGarbage(f"job list: unexpected shape: {exc.error_count()} errors") from None
+
+        return await self._get_parsed(JOBS_PATH, parse)
 
     async def submit_job(self, request: JobSubmitRequest) -> str:
         """POST /api/jobs/; returns the submission id. JobAlreadyExists on a duplicate id.
@@ -245,8 +249,8 @@ class RayDashboardClient:
         return _parse(JobSubmitResponse, response, what="submit").submission_id
 
     async def get_job_log(self, job_id: str) -> str:
-        data = await self._get_json(f"{JOBS_PATH}{job_id}/logs", job_route=True)
-        return _validate(JobLogs, data, what=f"logs of {job_id}").logs
+        logs = await self._get_parsed(f"{JOBS_PATH}{job_id}/logs", _validator(JobLogs), job_route=True)
+        return logs.logs
 
     async def stop_job(self, job_id: str) -> bool:
         """POST /api/jobs/<id>/stop: True if a stop was issued, False if already terminal (36_*)."""
@@ -265,8 +269,7 @@ class RayDashboardClient:
     # ---- serve -----------------------------------------------------------------------------
 
     async def get_serve_details(self) -> ServeDetails:
-        data = await self._get_json(f"{SERVE_PATH}?api_type=declarative")
-        return _validate(ServeDetails, data, what="serve details")
+        return await self._get_parsed(f"{SERVE_PATH}?api_type=declarative", _validator(ServeDetails))
 
     async def get_multi_application_status(self) -> dict[str, ServeApplicationStatus]:
         details = await self.get_serve_details()
@@ -284,7 +287,7 @@ class RayDashboardClient:
     # ---- misc ------------------------------------------------------------------------------
 
     async def get_version(self) -> VersionInfo:
-        return _validate(VersionInfo, await self._get_json("/api/version"), what="version")
+        return await self._get_parsed("/api/version", _validator(VersionInfo))
 
     async def check_gcs_health(self) -> bool:
         """GET /api/gcs_healthz: 200 `success` (00_dashboard_gcs_healthz)."""
@@ -324,11 +327,16 @@ def _json(response: httpx.Response, *, what: str) -> Any:
         raise DashboardGarbage(f"{what}: body is not JSON", status_code=response.status_code) from None
 
 
-def _validate(model: type[M], data: Any, *, what: str) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise DashboardGarbage(f"{what}: unexpected shape: {exc.error_count()} errors") from None
+def _validator(model: type[M]) -> Callable[[Any], M]:
+    def validate(data: Any) -> M:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise DashboardGarbage(
+                f"{model.__name__}: unexpected shape: {exc.error_count()} errors"
+            ) from None
+
+    return validate
 
 
 def _parse(model: type[M], response: httpx.Response, *, what: str) -> M:
