@@ -42,8 +42,9 @@ def spec_with_defaults(spec: RayClusterSpec) -> RayClusterSpec:
             group.max_replicas = MAX_INT32
         if group.priority is None:
             group.priority = 0
-        # NumOfHosts is a non-pointer int32 with omitempty: 0 and absent both mean "default 1".
-        if not group.num_of_hosts:
+        # The API server defaults absent fields only: an explicit numOfHosts 0 stays 0 (and KubeRay would
+        # then create replicas*0 pods; our validation rejects it).
+        if group.num_of_hosts is None:
             group.num_of_hosts = 1
     return out
 
@@ -75,9 +76,9 @@ def with_defaults(obj: T) -> T:
     elif isinstance(out, RayService):
         out.spec.ray_cluster_config = spec_with_defaults(out.spec.ray_cluster_config)
         strategy = out.spec.upgrade_strategy
-        if strategy is not None and strategy.cluster_upgrade_options is not None:
-            if strategy.cluster_upgrade_options.max_surge_percent is None:
-                strategy.cluster_upgrade_options.max_surge_percent = 100
+        options = strategy.cluster_upgrade_options if strategy is not None else None
+        if options is not None and options.max_surge_percent is None:
+            options.max_surge_percent = 100
     else:
         out.spec.job_template = job_spec_with_defaults(out.spec.job_template)
     return out

@@ -14,7 +14,7 @@ from raybus.api.rayservice import RayService
 
 RayAny = RayCluster | RayJob | RayService | RayCronJob
 
-KINDS: dict[str, type[RayCluster] | type[RayJob] | type[RayService] | type[RayCronJob]] = {
+KINDS: dict[str, type[RayCluster | RayJob | RayService | RayCronJob]] = {
     "RayCluster": RayCluster,
     "RayJob": RayJob,
     "RayService": RayService,

