@@ -1,0 +1,168 @@
+"""Operator settings: every env knob, operator-config option and feature gate decision code reads.
+
+KubeRay reads these with ``os.Getenv`` / ``features.Enabled`` deep inside its builders; decision
+code here is pure, so the service process reads its environment once
+(``OperatorSettings.from_env(os.environ, feature_gates=...)``) and passes the frozen result in.
+Defaults are KubeRay v1.7's. One flat model on purpose: other decision modules add their knobs here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+KUBERAY_VERSION = "v1.7.0"
+
+# features/features.go (v1.7.0): gate name -> settings field, default value.
+FEATURE_GATES: dict[str, tuple[str, bool]] = {
+    "RayClusterStatusConditions": ("gate_ray_cluster_status_conditions", True),
+    "RayJobDeletionPolicy": ("gate_ray_job_deletion_policy", True),
+    "RayMultiHostIndexing": ("gate_ray_multi_host_indexing", True),
+    "RayServiceIncrementalUpgrade": ("gate_ray_service_incremental_upgrade", True),
+    "RayCronJob": ("gate_ray_cron_job", False),
+    "SidecarSubmitterRestart": ("gate_sidecar_submitter_restart", False),
+    "RayClusterNetworkPolicy": ("gate_ray_cluster_network_policy", False),
+    "GCSFaultToleranceEmbeddedStorage": ("gate_gcs_fault_tolerance_embedded_storage", False),
+    "RayClusterMTLS": ("gate_ray_cluster_mtls", False),
+    "RayClusterHistoryServer": ("gate_ray_cluster_history_server", False),
+    "KubernetesWAS": ("gate_kubernetes_was", False),
+}
+
+
+def _true(value: str | None) -> bool:
+    """KubeRay's ``strings.ToLower(os.Getenv(X)) == "true"`` (default false)."""
+    return (value or "").lower() == "true"
+
+
+def _not_false(value: str | None) -> bool:
+    """KubeRay's ``strings.ToLower(os.Getenv(X)) == "false"`` disables (default true)."""
+    return (value or "").lower() != "false"
+
+
+class OperatorSettings(BaseModel):
+    """Frozen operator configuration (env knobs + ``apis/config/v1alpha1`` options + feature gates)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # --- env knobs (utils/constant.go, common/pod.go, common/service.go) ---
+    enable_probes_injection: bool = Field(
+        default=True, description="ENABLE_PROBES_INJECTION (getEnableProbesInjection): only 'false' disables"
+    )
+    enable_init_container_injection: bool = Field(
+        default=True,
+        description="ENABLE_INIT_CONTAINER_INJECTION (getEnableInitContainerInjection): wait-gcs-ready "
+        "init container in worker Pods; only 'false' disables",
+    )
+    enable_ray_head_cluster_ip_service: bool = Field(
+        default=False,
+        description="ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE: normal ClusterIP head Service instead of headless",
+    )
+    enable_login_shell: bool = Field(
+        default=False,
+        description="ENABLE_LOGIN_SHELL (utils.GetContainerCommand): /bin/bash -lc instead of -c",
+    )
+    enable_random_pod_delete: bool = Field(
+        default=False, description="ENABLE_RANDOM_POD_DELETE: scale-down picks random Pods (autoscaling only)"
+    )
+    enable_deterministic_head_pod_name: bool = Field(
+        default=False,
+        description="ENABLE_DETERMINISTIC_HEAD_POD_NAME: head Pod named '<cluster>-head' (no random suffix)",
+    )
+    enable_gcs_ft_redis_cleanup: bool = Field(
+        default=True,
+        description="ENABLE_GCS_FT_REDIS_CLEANUP: Redis cleanup Job + finalizer; 'false' disables",
+    )
+    use_ingress_on_openshift: bool = Field(
+        default=False, description="USE_INGRESS_ON_OPENSHIFT: Ingress instead of Route on OpenShift"
+    )
+    cluster_domain: str = Field(
+        default="cluster.local", description="CLUSTER_DOMAIN (utils.GetClusterDomainName) used in FQ_RAY_IP"
+    )
+    raycluster_default_requeue_seconds: int = Field(
+        default=300, description="RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV: steady-state requeue period"
+    )
+    kuberay_version: str = Field(
+        default=KUBERAY_VERSION,
+        description="utils.KUBERAY_VERSION: RAY_USAGE_STATS_EXTRA_TAGS and the ray.io/kuberay-version annotation",
+    )
+    expectations_timeout_seconds: float = Field(
+        default=30.0,
+        description="expectations.ExpectationsTimeout: a create expectation counts as met after this long",
+    )
+
+    # --- operator config file options (apis/config/v1alpha1.Configuration) ---
+    default_container_envs: tuple[dict[str, Any], ...] = Field(
+        default=(),
+        description="defaultContainerEnvs: env vars added to every Ray container unless already set",
+    )
+    head_sidecar_containers: tuple[dict[str, Any], ...] = Field(
+        default=(), description="headSidecarContainers: appended to every head Pod after the autoscaler"
+    )
+    worker_sidecar_containers: tuple[dict[str, Any], ...] = Field(
+        default=(), description="workerSidecarContainers: appended to every worker Pod"
+    )
+    default_autoscaler_image: str | None = Field(
+        default=None,
+        description="Autoscaler sidecar image when autoscalerOptions.image is unset; None = the Ray head "
+        "container's image (KubeRay's only behaviour; a raybus extension otherwise)",
+    )
+
+    # --- feature gates (--feature-gates, features/features.go v1.7.0 defaults) ---
+    gate_ray_cluster_status_conditions: bool = Field(default=True, description="RayClusterStatusConditions")
+    gate_ray_job_deletion_policy: bool = Field(default=True, description="RayJobDeletionPolicy")
+    gate_ray_multi_host_indexing: bool = Field(
+        default=True, description="RayMultiHostIndexing: replica-index/-name and host-index worker labels"
+    )
+    gate_ray_service_incremental_upgrade: bool = Field(
+        default=True, description="RayServiceIncrementalUpgrade"
+    )
+    gate_ray_cron_job: bool = Field(default=False, description="RayCronJob")
+    gate_sidecar_submitter_restart: bool = Field(default=False, description="SidecarSubmitterRestart")
+    gate_ray_cluster_network_policy: bool = Field(default=False, description="RayClusterNetworkPolicy")
+    gate_gcs_fault_tolerance_embedded_storage: bool = Field(
+        default=False, description="GCSFaultToleranceEmbeddedStorage"
+    )
+    gate_ray_cluster_mtls: bool = Field(default=False, description="RayClusterMTLS")
+    gate_ray_cluster_history_server: bool = Field(default=False, description="RayClusterHistoryServer")
+    gate_kubernetes_was: bool = Field(default=False, description="KubernetesWAS")
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str], *, feature_gates: str = "", **overrides: Any
+    ) -> OperatorSettings:
+        """Settings from an environment mapping and a ``--feature-gates`` string ("A=true,B=false").
+
+        Pure: the caller passes ``os.environ`` in. Unknown gates raise ``ValueError`` as KubeRay's
+        flag parsing does.
+        """
+        values: dict[str, Any] = {
+            "enable_probes_injection": _not_false(env.get("ENABLE_PROBES_INJECTION")),
+            "enable_init_container_injection": _not_false(env.get("ENABLE_INIT_CONTAINER_INJECTION")),
+            "enable_ray_head_cluster_ip_service": _true(env.get("ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE")),
+            "enable_login_shell": _true(env.get("ENABLE_LOGIN_SHELL")),
+            "enable_random_pod_delete": _true(env.get("ENABLE_RANDOM_POD_DELETE")),
+            "enable_deterministic_head_pod_name": _true(env.get("ENABLE_DETERMINISTIC_HEAD_POD_NAME")),
+            "enable_gcs_ft_redis_cleanup": _not_false(env.get("ENABLE_GCS_FT_REDIS_CLEANUP")),
+            "use_ingress_on_openshift": _true(env.get("USE_INGRESS_ON_OPENSHIFT")),
+        }
+        if env.get("CLUSTER_DOMAIN"):
+            values["cluster_domain"] = env["CLUSTER_DOMAIN"]
+        requeue = env.get("RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV", "")
+        if requeue.isdigit() and int(requeue) > 0:
+            values["raycluster_default_requeue_seconds"] = int(requeue)
+        values.update(parse_feature_gates(feature_gates))
+        values.update(overrides)
+        return cls(**values)
+
+
+def parse_feature_gates(spec: str) -> dict[str, bool]:
+    """``--feature-gates=RayMultiHostIndexing=false,RayCronJob=true`` -> settings field values."""
+    out: dict[str, bool] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, raw = item.partition("=")
+        if not sep or name not in FEATURE_GATES or raw.lower() not in ("true", "false"):
+            raise ValueError(f"invalid feature gate {item!r}")
+        out[FEATURE_GATES[name][0]] = raw.lower() == "true"
+    return out
