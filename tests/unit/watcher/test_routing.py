@@ -1,0 +1,118 @@
+"""Owner routing, secret stripping and relist diffs of the watcher (pure functions)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from raybus.bus import subjects as s
+from watcher.routing import Route, diff_relist, msg_id, ray_owner, routes, sanitize
+
+C, J, S = s.Controller.CLUSTER, s.Controller.JOB, s.Controller.SERVICE
+names = st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True)
+
+
+def obj(kind: str, name: str, *, ns: str = "ns", labels: dict[str, str] | None = None,
+        owners: list[dict[str, Any]] | None = None, rv: str = "1", uid: str = "u") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": kind,
+            "metadata": {"name": name, "namespace": ns, "labels": labels or {}, "uid": uid,
+                         "resourceVersion": rv, "ownerReferences": owners or []}}
+
+
+def owner(kind: str, name: str, controller: bool = True, api: str = "ray.io/v1") -> dict[str, Any]:
+    return {"apiVersion": api, "kind": kind, "name": name, "uid": f"uid-{name}",
+            "controller": controller}
+
+
+def test_raycluster_routes_to_itself_and_its_rayjob_owner() -> None:
+    rc = obj("RayCluster", "c1", owners=[owner("RayJob", "j1")])
+    assert routes(s.Kind.RAYCLUSTER, rc, service_owners={}) == (
+        Route(C, s.Kind.RAYCLUSTER, "ns", "c1"), Route(J, s.Kind.RAYJOB, "ns", "j1"))
+    rc2 = obj("RayCluster", "c2", owners=[owner("RayService", "svc")])
+    assert Route(S, s.Kind.RAYSERVICE, "ns", "svc") in routes(s.Kind.RAYCLUSTER, rc2, service_owners={})
+    assert routes(s.Kind.RAYJOB, obj("RayJob", "j"), service_owners={}) == (
+        Route(J, s.Kind.RAYJOB, "ns", "j"),)
+    assert routes(s.Kind.RAYSERVICE, obj("RayService", "x"), service_owners={}) == (
+        Route(S, s.Kind.RAYSERVICE, "ns", "x"),)
+
+
+@given(cluster=names, pod=names, ns=names)
+def test_pod_with_cluster_label_routes_to_that_cluster(cluster: str, pod: str, ns: str) -> None:
+    p = obj("Pod", pod, ns=ns, labels={"ray.io/cluster": cluster, "ray.io/node-type": "worker"})
+    assert routes(s.Kind.POD, p, service_owners={}) == (Route(C, s.Kind.RAYCLUSTER, ns, cluster),)
+
+
+def test_owned_kinds_route_to_controlling_owner_only() -> None:
+    refs = [owner("RayCluster", "not-controller", controller=False), owner("RayService", "boss")]
+    for kind in (s.Kind.SERVICE, s.Kind.INGRESS, s.Kind.SERVICEACCOUNT, s.Kind.ROLE, s.Kind.ROLEBINDING):
+        assert routes(kind, obj("X", "x", owners=refs), service_owners={}) == (
+            Route(S, s.Kind.RAYSERVICE, "ns", "boss"),)
+    job = obj("Job", "submitter", owners=[owner("RayJob", "j1")])
+    assert routes(s.Kind.JOB, job, service_owners={}) == (Route(J, s.Kind.RAYJOB, "ns", "j1"),)
+    # Not ray.io-owned (a Deployment's ReplicaSet, a foreign CRD with a RayCluster kind): nobody.
+    foreign = obj("Service", "s", owners=[owner("ReplicaSet", "rs", api="apps/v1"),
+                                          owner("RayCluster", "c", api="other.io/v1")])
+    assert routes(s.Kind.SERVICE, foreign, service_owners={}) == ()
+    assert ray_owner(foreign) is None
+
+
+def test_endpointslice_routes_via_its_service_owner() -> None:
+    svc_routes = (Route(S, s.Kind.RAYSERVICE, "ns", "rs"),)
+    es = obj("EndpointSlice", "rs-serve-abc", labels={"kubernetes.io/service-name": "rs-serve"})
+    assert routes(s.Kind.ENDPOINTSLICE, es, service_owners={("ns", "rs-serve"): svc_routes}) == svc_routes
+    assert routes(s.Kind.ENDPOINTSLICE, es, service_owners={}) == ()
+    assert routes(s.Kind.ENDPOINTSLICE, es, service_owners={("other", "rs-serve"): svc_routes}) == ()
+    labelled = obj("EndpointSlice", "e", labels={"kubernetes.io/service-name": "h",
+                                                 "ray.io/cluster": "c9"})
+    assert routes(s.Kind.ENDPOINTSLICE, labelled, service_owners={}) == (
+        Route(C, s.Kind.RAYCLUSTER, "ns", "c9"),)
+
+
+secret_values = st.dictionaries(st.text(min_size=1, max_size=10), st.text(min_size=1, max_size=30),
+                                min_size=1, max_size=5)
+
+
+@given(data=secret_values, string_data=secret_values, name=names)
+def test_secret_values_never_survive_sanitize(data: dict[str, str], string_data: dict[str, str],
+                                              name: str) -> None:
+    secret = obj("Secret", name)
+    secret["data"] = data
+    secret["stringData"] = string_data
+    secret["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps({"data": data}), "keep": "me"}
+    secret["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    out = sanitize(secret)
+    assert "data" not in out and "stringData" not in out
+    assert out["metadata"]["annotations"] == {"keep": "me"}
+    assert "managedFields" not in out["metadata"]
+    assert "data" in secret  # the input is not mutated
+    dumped = json.dumps(out)
+    for value in [*data.values(), *string_data.values()]:
+        if len(value) > 3 and value not in json.dumps(obj("Secret", name)):
+            assert value not in dumped
+
+
+def test_sanitize_drops_managed_fields_keeps_everything_else() -> None:
+    pod = obj("Pod", "p")
+    pod["metadata"]["managedFields"] = [{"manager": "x"}]
+    pod["spec"] = {"containers": [{"name": "c"}]}
+    out = sanitize(pod)
+    assert "managedFields" not in out["metadata"] and out["spec"] == pod["spec"]
+
+
+def test_relist_diff_like_deltafifo_replace() -> None:
+    known = {("ns", "a"): obj("Pod", "a", rv="1"), ("ns", "b"): obj("Pod", "b", rv="1"),
+             ("ns", "c"): obj("Pod", "c", rv="1", uid="old")}
+    items = [obj("Pod", "a", rv="1"), obj("Pod", "c", rv="1", uid="new"), obj("Pod", "d", rv="5")]
+    changes = {(t, o["metadata"]["name"]) for t, o in diff_relist(known, items)}
+    assert changes == {("DELETED", "b"), ("SYNC", "c"), ("SYNC", "d")}
+
+
+@given(rv=st.integers(min_value=1), name=names)
+def test_msg_id_distinguishes_versions_and_deletion(rv: int, name: str) -> None:
+    o = obj("Pod", name, rv=str(rv))
+    assert msg_id(s.Kind.POD, o, "MODIFIED") == f"pod/ns/{name}/{rv}"
+    assert msg_id(s.Kind.POD, o, "DELETED") != msg_id(s.Kind.POD, o, "MODIFIED")
