@@ -110,8 +110,12 @@ def render_base_url(template: str, *, namespace: str, cluster: str, service: str
 
 
 def _last_line(body: str) -> str:
-    """The informative part of a traceback body is its last non-empty line."""
-    lines = [line for line in body.strip().splitlines() if line.strip() and line.strip() != "."]
+    """The informative part of a traceback / pydantic error body is its last meaningful line."""
+    lines = [
+        line.strip()
+        for line in body.strip().splitlines()
+        if line.strip() not in ("", ".") and not line.strip().startswith("For further information")
+    ]
     return (lines[-1] if lines else "")[:300]
 
 

@@ -57,8 +57,9 @@ class SimApp:
         ]
         if given:
             return given
+        # The real name comes from the user's code; the sim uses the CamelCased attribute name.
         attr = str(self.config["import_path"]).replace(":", ".").rsplit(".", 1)[-1]
-        return [attr[:1].upper() + attr[1:]]
+        return ["".join(part[:1].upper() + part[1:] for part in attr.split("_"))]
 
 
 def _fail_from_import_path(import_path: str) -> str | None:
