@@ -1,0 +1,172 @@
+"""Application assembly: create_app / start_apiserver / write_kubeconfig."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from .errors import ApiError
+from .gc import GarbageCollector
+from .handlers import dispatch
+from .resources import new_registry
+from .store import Event, Obj, Store
+
+log = logging.getLogger(__name__)
+DEFAULT_CRD_DIR = Path(__file__).resolve().parents[3] / "deploy" / "crds"
+CRD_GR = "customresourcedefinitions.apiextensions.k8s.io"
+BOOT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _crd_listener(store: Store) -> Any:
+    def on_event(ev: Event) -> None:
+        if ev.rt.gr == "namespaces" and ev.type == "ADDED":
+            # Stand-in for the serviceaccount controller: every namespace gets a "default" SA.
+            sa_rt = store.registry.get("", "v1", "serviceaccounts")
+            name = ev.obj["metadata"]["name"]
+            if sa_rt and store.find(sa_rt, name, "default") is None:
+                _safe_create(store, sa_rt, name, {"metadata": {"name": "default"}})
+        if ev.rt.gr != CRD_GR:
+            return
+        if ev.type == "DELETED":
+            rts = [rt for rt in store.registry.by_path.values()
+                   if store.registry.crd_owned.get(rt.gr) == ev.obj["metadata"]["name"]]
+            if rts:  # upstream's customresourcecleanup finalizer: instances go with their CRD
+                for obj in list(store.state(rts[0].gr).objects.values()):
+                    store._remove(rts[0], obj)
+            store.registry.remove_crd(ev.obj["metadata"]["name"])
+        else:
+            store.registry.add_crd(ev.obj)
+    return on_event
+
+
+def _safe_create(store: Store, rt: Any, ns: str, obj: Obj) -> None:
+    try:
+        store.create(rt, ns, obj)
+    except ApiError:
+        pass
+
+
+def load_crd_dir(store: Store, crd_dir: Path) -> int:
+    rt = store.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    assert rt is not None
+    count = 0
+    for path in sorted(crd_dir.glob("*.y*ml")) if crd_dir.is_dir() else []:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            name = doc["metadata"]["name"]
+            cur = store.find(rt, "", name)
+            if cur is None:
+                store.create(rt, "", doc)
+            else:  # restart with a state file: the directory wins for the spec
+                store.update(rt, "", name, dict(doc, metadata=dict(cur["metadata"])))
+            count += 1
+    return count
+
+
+def _bootstrap(store: Store) -> None:
+    ns_rt = store.registry.get("", "v1", "namespaces")
+    svc_rt = store.registry.get("", "v1", "services")
+    assert ns_rt and svc_rt
+    for ns in BOOT_NAMESPACES:
+        if store.find(ns_rt, "", ns) is None:
+            store.create(ns_rt, "", {"metadata": {"name": ns}})
+    if store.find(svc_rt, "default", "kubernetes") is None:
+        store.create(svc_rt, "default", {"metadata": {"name": "kubernetes", "labels": {
+            "component": "apiserver", "provider": "kubernetes"}}, "spec": {
+            "clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "targetPort": 6443}]}})
+
+
+def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path | str | None = None,
+               history_size: int = 10000, kubelet: bool | Any = True, watch_timeout: float = 1800.0,
+               bookmark_interval: float = 60.0, orphan_check_delay: float = 0.5) -> web.Application:
+    """kubelet: True for defaults, False to disable, or a raybus_sim.kubelet.KubeletConfig."""
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    registry = new_registry()
+    store = Store(registry, history_size=history_size)
+    store.listeners.append(_crd_listener(store))
+    app["registry"], app["store"] = registry, store
+    app["watch_timeout"], app["bookmark_interval"] = watch_timeout, bookmark_interval
+    state_path = Path(state_file) if state_file else None
+    if state_path and state_path.exists():
+        store.load(state_path, registry.add_crd)
+    _bootstrap(store)
+    if crd_dir is not None:
+        load_crd_dir(store, Path(crd_dir))
+    gc = GarbageCollector(store, orphan_check_delay=orphan_check_delay)
+    app["gc"] = gc
+    sim = None
+    if kubelet is not False:
+        from raybus_sim.kubelet import Kubelet, KubeletConfig  # late: kubelet imports this package
+
+        sim = Kubelet(store, kubelet if isinstance(kubelet, KubeletConfig) else KubeletConfig())
+        app["kubelet"] = sim
+        app["sim_handler"] = sim.handle_http
+
+    async def on_startup(_: web.Application) -> None:
+        gc.start()
+        if sim is not None:
+            sim.start()
+
+    async def on_cleanup(_: web.Application) -> None:
+        if sim is not None:
+            await sim.stop()
+        await gc.stop()
+        if state_path is not None:
+            store.dump(state_path)
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    app.router.add_route("*", "/{tail:.*}", dispatch)
+    return app
+
+
+@dataclass
+class RunningApiServer:
+    url: str
+    app: web.Application
+    runner: web.AppRunner
+
+    @property
+    def store(self) -> Store:
+        return self.app["store"]
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_apiserver(host: str = "127.0.0.1", port: int = 0, **kwargs: Any) -> RunningApiServer:
+    """Start on host:port (0 = pick a free port); kwargs go to create_app."""
+    kwargs.setdefault("crd_dir", DEFAULT_CRD_DIR)
+    app = create_app(**kwargs)
+    # Long-lived watches must not be killed by the keep-alive/shutdown timeouts.
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    site = web.SockSite(runner, sock)
+    await site.start()
+    real_port = sock.getsockname()[1]
+    return RunningApiServer(url=f"http://{host}:{real_port}", app=app, runner=runner)
+
+
+def write_kubeconfig(path: Path | str, url: str, *, namespace: str = "default") -> Path:
+    """A kubeconfig usable by kubectl and kubernetes-asyncio; the token is accepted but never checked."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cfg = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "raybus-sim", "preferences": {},
+        "clusters": [{"name": "raybus-sim", "cluster": {"server": url}}],
+        "users": [{"name": "raybus-sim", "user": {"token": "raybus-sim"}}],
+        "contexts": [{"name": "raybus-sim", "context": {"cluster": "raybus-sim", "user": "raybus-sim",
+                                                         "namespace": namespace}}],
+    }
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path

@@ -1,0 +1,158 @@
+"""Create-time defaulting that controllers observe on real clusters (pod/service/job/namespace/secret)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from .resources import ResourceType
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _qos(spec: dict[str, Any]) -> str:
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    any_set, guaranteed = False, True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            any_set = True
+        for r in ("cpu", "memory"):
+            if r not in lim or req.get(r, lim[r]) != lim[r]:
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _default_container(c: dict[str, Any]) -> None:
+    image = c.get("image") or ""
+    tag = image.rsplit("/", 1)[-1]
+    c.setdefault("imagePullPolicy", "IfNotPresent" if ":" in tag and not tag.endswith(":latest") else "Always")
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    c.setdefault("resources", {})
+    res = c["resources"]
+    # requests default to limits, as the API server does
+    if res.get("limits"):
+        res["requests"] = {**res["limits"], **(res.get("requests") or {})}
+    for p in c.get("ports") or []:
+        p.setdefault("protocol", "TCP")
+
+
+def default_pod_spec(spec: dict[str, Any]) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("priority", 0)
+    if spec.get("serviceAccountName") or spec.get("serviceAccount"):
+        spec.setdefault("serviceAccountName", spec.get("serviceAccount"))
+        spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+        _default_container(c)
+
+
+def _default_pod(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    default_pod_spec(spec)
+    spec.setdefault("serviceAccountName", "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("tolerations", [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 300},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 300},
+    ])
+    obj["status"] = {"phase": "Pending", "qosClass": _qos(spec)}
+
+
+def _default_service(obj: dict[str, Any], store: Store) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    spec.setdefault("internalTrafficPolicy", "Cluster")
+    for p in spec.get("ports") or []:
+        p.setdefault("protocol", "TCP")
+        p.setdefault("targetPort", p.get("port"))
+    if spec["type"] != "ExternalName":
+        if not spec.get("clusterIP"):
+            store.ip_counter += 1
+            n = store.ip_counter
+            spec["clusterIP"] = f"10.96.{(n >> 8) & 255}.{n & 255}"
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    obj["status"] = {"loadBalancer": {}}
+
+
+def _default_job(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    uid, name = obj["metadata"]["uid"], obj["metadata"]["name"]
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("completions", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    if not spec.get("manualSelector"):
+        spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        tmeta = spec.setdefault("template", {}).setdefault("metadata", {})
+        tmeta["labels"] = {**(tmeta.get("labels") or {}), "batch.kubernetes.io/controller-uid": uid,
+                           "batch.kubernetes.io/job-name": name, "controller-uid": uid, "job-name": name}
+    default_pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
+    obj["status"] = {}
+
+
+def _default_secret(obj: dict[str, Any]) -> None:
+    obj.setdefault("type", "Opaque")
+    string_data = obj.pop("stringData", None) or {}
+    if string_data:
+        data = obj.setdefault("data", {})
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+
+
+def apply_create_defaults(rt: ResourceType, obj: dict[str, Any], store: Store) -> None:
+    gr = rt.gr
+    if gr == "pods":
+        _default_pod(obj)
+    elif gr == "services":
+        _default_service(obj, store)
+    elif gr == "jobs.batch":
+        _default_job(obj)
+    elif gr == "secrets":
+        _default_secret(obj)
+    elif gr == "namespaces":
+        labels = obj["metadata"].setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Active"}
+    elif gr == "persistentvolumeclaims":
+        obj["status"] = {"phase": "Pending"}
+    elif gr == "ingresses.networking.k8s.io":
+        obj["status"] = {"loadBalancer": {}}
+    elif gr == "customresourcedefinitions.apiextensions.k8s.io":
+        names = (obj.get("spec") or {}).get("names") or {}
+        accepted = {**names, "singular": names.get("singular") or str(names.get("kind", "")).lower(),
+                    "listKind": names.get("listKind") or f"{names.get('kind')}List"}
+        now = now_rfc3339()
+        obj["status"] = {"acceptedNames": accepted, "storedVersions": [
+            v["name"] for v in obj["spec"].get("versions") or [] if v.get("storage")],
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                 "message": "no conflicts found", "lastTransitionTime": now},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted", "lastTransitionTime": now}]}
+    elif rt.status_subresource:
+        obj.pop("status", None)

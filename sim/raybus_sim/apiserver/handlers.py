@@ -1,0 +1,311 @@
+"""HTTP surface: URL parsing, verbs, content negotiation. All state changes go through Store."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from . import discovery, errors, openapi
+from .errors import ApiError
+from .patch import json_patch, merge_patch, strategic_merge
+from .resources import ResourceType
+from .selectors import compile_field_selector, compile_label_selector
+from .store import Obj, Store
+from .table import to_table
+from .watch import serve_watch
+
+JSON = "application/json"
+_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# Deleting these returns the object; the rest return a Status, like the upstream REST storages.
+_RETURN_DELETED = {"pods", "services"}
+
+
+def respond(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=_DUMPS(body).encode(), status=status, content_type=JSON)
+
+
+def error_response(err: ApiError) -> web.Response:
+    return respond(err.status(), err.code)
+
+
+@dataclass(slots=True)
+class Target:
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    sub: str | None
+    watch_path: bool
+
+
+def wants_table(request: web.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+def parse_target(app: web.Application, segs: list[str]) -> Target:
+    """segs: everything after /api/v1 or /apis/<g>/<v>; first two entries are (group, version)."""
+    group, version, rest = segs[0], segs[1], segs[2:]
+    watch_path = bool(rest) and rest[0] == "watch"
+    if watch_path:
+        rest = rest[1:]
+    ns: str | None = None
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+        ns, rest = rest[1], rest[2:]
+    rt = app["registry"].get(group, version, rest[0])
+    if rt is None or len(rest) > 3 or (ns is not None and not rt.namespaced):
+        raise errors.page_not_found()
+    return Target(rt, ns, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None, watch_path)
+
+
+async def read_body(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw:
+        raise errors.bad_request("empty request body")
+    ctype = request.content_type
+    try:
+        if "yaml" in ctype:
+            return yaml.safe_load(raw)
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise errors.bad_request(f"error decoding request body: {exc}") from None
+
+
+def _check_name_ns(t: Target, body: Obj) -> None:
+    meta = body.get("metadata") or {}
+    if t.rt.namespaced and t.namespace and meta.get("namespace") not in (None, "", t.namespace):
+        raise errors.bad_request("the namespace of the provided object does not match the namespace sent on "
+                                 "the request")
+    if t.name is not None and meta.get("name") not in (None, t.name):
+        raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the "
+                                 f"URL ({t.name})")
+
+
+def _check_kind(t: Target, body: Any) -> Obj:
+    if not isinstance(body, dict):
+        raise errors.bad_request("request body must be a JSON object")
+    kind, api_version = body.get("kind"), body.get("apiVersion")
+    if kind and kind != t.rt.kind and t.sub is None:
+        raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected API "
+                                 f"version ({t.rt.api_version})" if kind == "" else
+                                 f'{t.rt.kind} in version "{t.rt.version}" cannot be handled as a {kind}')
+    return body
+
+
+def list_response(store: Store, t: Target, request: web.Request) -> web.Response:
+    q = request.query
+    rt = t.rt
+    pred_l = compile_label_selector(q.get("labelSelector"))
+    pred_f = compile_field_selector(q.get("fieldSelector"), plural=rt.plural, group=rt.group)
+    items = store.list(rt, t.namespace, lambda o: pred_l(o) and pred_f(o))
+    rv = str(store.rv)
+    meta: Obj = {"resourceVersion": rv}
+    limit = int(q.get("limit") or 0)
+    if limit > 0 or q.get("continue"):
+        # Upstream pages in key order (namespace/name); the token carries the list rv and the last key.
+        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        if q.get("continue"):
+            tok = json.loads(base64.urlsafe_b64decode(q["continue"]))
+            last = tuple(tok["k"])
+            items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > last]
+            meta["resourceVersion"] = rv = tok["rv"]
+        if limit > 0 and len(items) > limit:
+            lastobj = items[limit - 1]["metadata"]
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(
+                {"rv": rv, "k": [lastobj.get("namespace", ""), lastobj["name"]]}).encode()).decode()
+            meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+    if wants_table(request):
+        table = to_table(rt, items, rv)
+        table["metadata"] = meta
+        return respond(table)
+    if not rt.custom:  # built-in list items carry no kind/apiVersion upstream
+        items = [{k: v for k, v in o.items() if k != "kind" and k != "apiVersion"} for o in items]
+    return respond({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items})
+
+
+def _delete_options(request: web.Request, body: Any) -> tuple[str | None, int | None, Obj | None]:
+    opts = body if isinstance(body, dict) else {}
+    q = request.query
+    policy = opts.get("propagationPolicy") or q.get("propagationPolicy")
+    orphan = opts.get("orphanDependents", q.get("orphanDependents"))
+    if policy is None and orphan is not None:
+        policy = "Orphan" if str(orphan).lower() == "true" else "Background"
+    if policy not in (None, "Background", "Foreground", "Orphan"):
+        raise errors.bad_request(f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value:'
+                                 f' "{policy}": supported values: "Foreground", "Background", "Orphan", "nil"')
+    grace = opts.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
+    return policy, None if grace is None else int(grace), opts.get("preconditions")
+
+
+def _deleted_response(t: Target, obj: Obj, removed: bool) -> web.Response:
+    if not removed or t.rt.custom or t.rt.gr in _RETURN_DELETED:
+        return respond(obj)
+    meta = obj["metadata"]
+    details = {"name": meta["name"], "kind": t.rt.plural, "uid": meta["uid"]}
+    if t.rt.group:
+        details["group"] = t.rt.group
+    return respond({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                    "details": details})
+
+
+async def patch_object(store: Store, t: Target, request: web.Request) -> web.Response:
+    rt, ns, name = t.rt, t.namespace or "", t.name or ""
+    ctype = request.content_type
+    body = await read_body(request)
+    cur = store.find(rt, ns, name)
+    if ctype == "application/apply-patch+yaml":
+        # Server-side apply approximated as create-or-merge-patch; no managedFields/conflict detection.
+        if not request.query.get("fieldManager"):
+            raise errors.invalid("PatchOptions", "meta.k8s.io", "", [
+                ("FieldValueRequired", "fieldManager", "Required value: is required for apply patch")])
+        _check_name_ns(t, _check_kind(t, body))
+        if cur is None:
+            if t.sub:
+                raise errors.not_found(rt.plural, rt.group, name)
+            body.setdefault("metadata", {})["name"] = name
+            return respond(store.create(rt, ns, body), 201)
+        patched = merge_patch(cur, body)
+    elif cur is None:
+        raise errors.not_found(rt.plural, rt.group, name)
+    elif ctype == "application/merge-patch+json":
+        patched = merge_patch(cur, body)
+    elif ctype == "application/json-patch+json":
+        patched = json_patch(cur, body)
+    elif ctype == "application/strategic-merge-patch+json" and not rt.custom:
+        patched = strategic_merge(cur, body)
+    else:
+        raise errors.unsupported_media(ctype)
+    if not isinstance(patched, dict):
+        raise errors.bad_request("patch result is not an object")
+    return respond(store.update(rt, ns, name, patched, subresource=t.sub))
+
+
+async def resource_handler(request: web.Request, segs: list[str]) -> web.Response | web.StreamResponse:
+    app = request.app
+    store: Store = app["store"]
+    t = parse_target(app, segs)
+    rt, method, q = t.rt, request.method, request.query
+    if t.sub not in (None, "status", "eviction", "binding") or (t.sub == "status" and not rt.status_subresource):
+        raise errors.page_not_found()
+    if q.get("dryRun"):
+        raise errors.bad_request("dryRun is not supported by raybus-sim")
+    ns = t.namespace or ""
+    if method == "GET":
+        if t.name is None or t.watch_path:
+            if t.watch_path or q.get("watch") in ("1", "true", "True"):
+                return await serve_watch(request, store, t.rt, t.namespace, t.name)
+            return list_response(store, t, request)
+        obj = store.get(rt, ns, t.name)
+        if wants_table(request):
+            return respond(to_table(rt, [obj], obj["metadata"]["resourceVersion"]))
+        return respond(obj)
+    if method == "POST":
+        body = await read_body(request)
+        if t.sub in ("eviction", "binding") and rt.gr == "pods" and t.name:
+            return await pod_subresource(store, t, body)
+        if t.name is not None:
+            raise errors.method_not_allowed()
+        body = _check_kind(t, body)
+        _check_name_ns(t, body)
+        return respond(store.create(rt, ns, body), 201)
+    if t.name is None:
+        if method == "DELETE":  # deletecollection
+            pred_l = compile_label_selector(q.get("labelSelector"))
+            pred_f = compile_field_selector(q.get("fieldSelector"), plural=rt.plural, group=rt.group)
+            policy, grace, _ = _delete_options(request, await _maybe_body(request))
+            out = [store.delete(rt, o["metadata"].get("namespace", ""), o["metadata"]["name"],
+                                propagation=policy, grace=grace)
+                   for o in store.list(rt, t.namespace, lambda o: pred_l(o) and pred_f(o))]
+            return respond({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
+                            "metadata": {"resourceVersion": str(store.rv)}, "items": out})
+        raise errors.method_not_allowed()
+    if method == "PUT":
+        body = _check_kind(t, await read_body(request))
+        _check_name_ns(t, body)
+        return respond(store.update(rt, ns, t.name, body, subresource=t.sub, require_rv=rt.custom))
+    if method == "PATCH":
+        return await patch_object(store, t, request)
+    if method == "DELETE":
+        policy, grace, pre = _delete_options(request, await _maybe_body(request))
+        obj = store.delete(rt, ns, t.name, propagation=policy, grace=grace, preconditions=pre)
+        return _deleted_response(t, obj, store.find(rt, ns, t.name) is None)
+    raise errors.method_not_allowed()
+
+
+async def _maybe_body(request: web.Request) -> Any:
+    raw = await request.read()
+    return json.loads(raw) if raw.strip() else None
+
+
+async def pod_subresource(store: Store, t: Target, body: Obj) -> web.Response:
+    rt, ns, name = t.rt, t.namespace or "", t.name or ""
+    if t.sub == "binding":
+        cur = store.get(rt, ns, name)
+        if (cur.get("spec") or {}).get("nodeName"):
+            raise errors.conflict(rt.plural, rt.group, name, f"pod {name} is already assigned to node "
+                                  f"\"{cur['spec']['nodeName']}\"")
+        node = (body.get("target") or {}).get("name", "")
+        new = dict(cur, spec=dict(cur["spec"], nodeName=node))
+        store.update(rt, ns, name, new, validate=False)
+        return respond({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+                       201)
+    opts = body.get("deleteOptions") or {}
+    store.delete(rt, ns, name, grace=opts.get("gracePeriodSeconds"), preconditions=opts.get("preconditions"))
+    return respond({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
+
+
+async def dispatch(request: web.Request) -> web.StreamResponse:
+    """Single catch-all route: cheaper than aiohttp's router for the many URL shapes here."""
+    path = request.path
+    reg = request.app["registry"]
+    try:
+        segs = [s for s in path.split("/") if s]
+        if not segs:
+            return respond({"paths": ["/api", "/api/v1", "/apis", "/version", "/healthz", "/readyz"]})
+        head = segs[0]
+        if head == "api":
+            if len(segs) == 1:
+                return respond(discovery.api_versions(request.host))
+            if len(segs) == 2:
+                doc = discovery.api_resource_list(reg, "", segs[1])
+                if doc is None:
+                    raise errors.page_not_found()
+                return respond(doc)
+            return await resource_handler(request, ["", *segs[1:]])
+        if head == "apis":
+            if len(segs) == 1:
+                return respond(discovery.api_group_list(reg))
+            if len(segs) == 2:
+                doc = discovery.api_group(reg, segs[1])
+            elif len(segs) == 3:
+                doc = discovery.api_resource_list(reg, segs[1], segs[2])
+            else:
+                return await resource_handler(request, segs[1:])
+            if doc is None:
+                raise errors.page_not_found()
+            return respond(doc)
+        if head == "openapi" and len(segs) >= 2 and segs[1] == "v3":
+            if len(segs) == 2:
+                return respond(openapi.index(reg))
+            rest = segs[2:]
+            doc = None
+            if rest[0] == "api" and len(rest) == 2:
+                doc = openapi.gv_doc(reg, "", rest[1])
+            elif rest[0] == "apis" and len(rest) == 3:
+                doc = openapi.gv_doc(reg, rest[1], rest[2])
+            if doc is None:
+                raise errors.page_not_found()
+            return respond(doc)
+        if head == "version":
+            return respond(discovery.VERSION_INFO)
+        if head in ("healthz", "readyz", "livez"):
+            return web.Response(text="ok")
+        if head == "sim" and "sim_handler" in request.app:
+            return await request.app["sim_handler"](request, segs[1:])
+        raise errors.page_not_found()
+    except ApiError as err:
+        return error_response(err)

@@ -1,0 +1,394 @@
+"""In-memory object store: one global resourceVersion, per-resource watch history, watcher fan-out.
+
+Stored dicts are never mutated in place once committed (every write builds a new top-level dict and a new
+metadata dict), so events can hold references instead of copies and a watcher can read `old` safely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import errors
+from .defaults import apply_create_defaults, now_rfc3339
+from .resources import Registry, ResourceType
+from .selectors import Pred
+from .validation import validate_create, validate_update
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+
+
+@dataclass(slots=True)
+class Event:
+    rv: int
+    type: str  # ADDED | MODIFIED | DELETED
+    obj: Obj
+    old: Obj | None
+    rt: ResourceType
+
+
+@dataclass(eq=False)
+class Watcher:
+    namespace: str | None
+    pred: Callable[[Obj], bool]
+    queue: asyncio.Queue[tuple[str, Obj]] = field(default_factory=asyncio.Queue)
+
+    def push(self, ev: Event) -> None:
+        obj = ev.obj
+        if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
+            return
+        now = self.pred(obj)
+        if ev.type == "MODIFIED":
+            before = ev.old is not None and self.pred(ev.old)
+            # Selector transitions look like ADDED/DELETED to this watcher, as upstream's watch cache does.
+            if now and before:
+                self.queue.put_nowait(("MODIFIED", obj))
+            elif now:
+                self.queue.put_nowait(("ADDED", obj))
+            elif before:
+                self.queue.put_nowait(("DELETED", obj))
+        elif now:
+            self.queue.put_nowait((ev.type, obj))
+
+
+@dataclass
+class ResourceState:
+    objects: dict[Key, Obj] = field(default_factory=dict)
+    history: deque[Event] = field(default_factory=deque)
+    # Watches may resume from any rv >= window_start; older ones get 410 Expired.
+    window_start: int = 0
+    watchers: set[Watcher] = field(default_factory=set)
+
+
+def _strip_for_generation(obj: Obj) -> Obj:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+class Store:
+    def __init__(self, registry: Registry, *, history_size: int = 10000) -> None:
+        self.registry = registry
+        self.history_size = history_size
+        self.rv = 1
+        self.states: dict[str, ResourceState] = {}
+        self.uid_index: dict[str, tuple[str, Key]] = {}
+        self.owner_index: dict[str, set[tuple[str, Key]]] = {}
+        # Synchronous observers (GC, kubelet, CRD registration); they must only schedule work, not await.
+        self.listeners: list[Callable[[Event], None]] = []
+        # Pods on a node are deleted gracefully (kubelet confirms) only when a kubelet is attached.
+        self.graceful_pod_delete = False
+        self.ip_counter = 10  # service clusterIP allocator (10.96.0.x); .1 is the kubernetes service upstream
+
+    # --- reads -----------------------------------------------------------------------------------
+    def state(self, gr: str) -> ResourceState:
+        st = self.states.get(gr)
+        if st is None:
+            st = self.states[gr] = ResourceState(window_start=self.rv)
+        return st
+
+    def get(self, rt: ResourceType, ns: str, name: str) -> Obj:
+        obj = self.state(rt.gr).objects.get((ns if rt.namespaced else "", name))
+        if obj is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        return obj
+
+    def find(self, rt: ResourceType, ns: str, name: str) -> Obj | None:
+        return self.state(rt.gr).objects.get((ns if rt.namespaced else "", name))
+
+    def list(self, rt: ResourceType, ns: str | None, pred: Pred | None = None) -> list[Obj]:
+        objs = self.state(rt.gr).objects
+        if ns is not None and rt.namespaced:
+            items = [o for (n, _), o in objs.items() if n == ns]
+        else:
+            items = list(objs.values())
+        if pred is not None:
+            items = [o for o in items if pred(o)]
+        return items
+
+    def by_uid(self, uid: str) -> tuple[ResourceType, Obj] | None:
+        hit = self.uid_index.get(uid)
+        if hit is None:
+            return None
+        gr, key = hit
+        rts = self.registry.by_gr(gr)
+        obj = self.state(gr).objects.get(key)
+        return (rts[0], obj) if rts and obj is not None else None
+
+    def dependents(self, owner_uid: str) -> list[tuple[ResourceType, Obj]]:
+        out = []
+        for gr, key in list(self.owner_index.get(owner_uid, ())):
+            obj = self.state(gr).objects.get(key)
+            rts = self.registry.by_gr(gr)
+            if obj is not None and rts:
+                out.append((rts[0], obj))
+        return out
+
+    # --- writes ----------------------------------------------------------------------------------
+    def _commit(self, rt: ResourceType, etype: str, obj: Obj, old: Obj | None) -> None:
+        st = self.state(rt.gr)
+        meta = obj["metadata"]
+        key = (meta.get("namespace", "") if rt.namespaced else "", meta["name"])
+        ref = (rt.gr, key)
+        if etype == "DELETED":
+            st.objects.pop(key, None)
+            self.uid_index.pop(meta["uid"], None)
+        else:
+            st.objects[key] = obj
+            self.uid_index[meta["uid"]] = ref
+        old_owners = {r.get("uid") for r in (old or {}).get("metadata", {}).get("ownerReferences") or ()}
+        new_owners = set() if etype == "DELETED" else {r.get("uid") for r in meta.get("ownerReferences") or ()}
+        for uid in old_owners - new_owners:
+            deps = self.owner_index.get(uid)
+            if deps is not None:
+                deps.discard(ref)
+                if not deps:
+                    del self.owner_index[uid]
+        for uid in new_owners - old_owners:
+            self.owner_index.setdefault(uid, set()).add(ref)
+        ev = Event(int(meta["resourceVersion"]), etype, obj, old, rt)
+        if len(st.history) >= self.history_size:
+            st.window_start = st.history.popleft().rv
+        st.history.append(ev)
+        for w in st.watchers:
+            w.push(ev)
+        for listener in self.listeners:
+            listener(ev)
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def create(self, rt: ResourceType, ns: str, obj: Obj) -> Obj:
+        meta = dict(obj.get("metadata") or {})
+        obj = dict(obj)
+        obj["metadata"] = meta
+        if rt.namespaced:
+            if not ns:
+                raise errors.bad_request("the server could not find the requested resource")
+            nsobj = self.state("namespaces").objects.get(("", ns))
+            if nsobj is None:
+                raise errors.not_found("namespaces", "", ns)
+            if nsobj["metadata"].get("deletionTimestamp"):
+                raise errors.forbidden(rt.plural, rt.group, meta.get("name") or meta.get("generateName", ""),
+                                       f"unable to create new content in namespace {ns} because it is being "
+                                       f"terminated")
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        validate_create(rt, obj)
+        key = (ns if rt.namespaced else "", meta["name"])
+        if key in self.state(rt.gr).objects:
+            raise errors.already_exists(rt.plural, rt.group, meta["name"])
+        for drop in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(drop, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        if rt.generation:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        apply_create_defaults(rt, obj, self)
+        meta["resourceVersion"] = self._next_rv()
+        self._commit(rt, "ADDED", obj, None)
+        return obj
+
+    def update(self, rt: ResourceType, ns: str, name: str, new: Obj, *, subresource: str | None = None,
+               require_rv: bool = False, validate: bool = True) -> Obj:
+        cur = self.get(rt, ns, name)
+        cmeta = cur["metadata"]
+        nmeta = new.get("metadata") or {}
+        want_rv = nmeta.get("resourceVersion")
+        if want_rv:
+            if want_rv != cmeta["resourceVersion"]:
+                raise errors.conflict(rt.plural, rt.group, name)
+        elif require_rv:
+            raise errors.invalid(rt.kind, rt.group, name, [(
+                "FieldValueInvalid", "metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")])
+        if subresource == "status":
+            out = dict(cur)
+            if "status" in new:
+                out["status"] = new["status"]
+            else:
+                out.pop("status", None)
+            meta = dict(cmeta)
+        else:
+            out = dict(new)
+            out["apiVersion"], out["kind"] = rt.api_version, rt.kind
+            if rt.status_subresource:
+                if "status" in cur:
+                    out["status"] = cur["status"]
+                else:
+                    out.pop("status", None)
+            meta = dict(nmeta)
+            # Server-owned metadata cannot be changed by clients.
+            for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "name",
+                      "namespace"):
+                if k in cmeta:
+                    meta[k] = cmeta[k]
+                else:
+                    meta.pop(k, None)
+            if rt.generation:
+                gen = cmeta.get("generation", 1)
+                if _strip_for_generation(out) != _strip_for_generation(cur):
+                    gen += 1
+                meta["generation"] = gen
+            else:
+                meta.pop("generation", None)
+        out["metadata"] = meta
+        meta["resourceVersion"] = cmeta["resourceVersion"]
+        if out == cur:
+            return cur  # no-op writes neither bump resourceVersion nor emit events, as upstream
+        if validate:  # internal writers (kubelet binding) bypass the client-facing immutability rules
+            validate_update(rt, out, cur)
+        meta["resourceVersion"] = self._next_rv()
+        self._commit(rt, "MODIFIED", out, cur)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            if rt.gr != "pods" or meta.get("deletionGracePeriodSeconds", 0) == 0:
+                return self._remove(rt, out)
+        return out
+
+    def _remove(self, rt: ResourceType, cur: Obj) -> Obj:
+        out = dict(cur)
+        out["metadata"] = dict(cur["metadata"], resourceVersion=self._next_rv())
+        self._commit(rt, "DELETED", out, cur)
+        return out
+
+    def delete(self, rt: ResourceType, ns: str, name: str, *, propagation: str | None = None,
+               grace: int | None = None, preconditions: dict[str, Any] | None = None) -> Obj:
+        cur = self.get(rt, ns, name)
+        cmeta = cur["metadata"]
+        pre = preconditions or {}
+        if pre.get("uid") and pre["uid"] != cmeta["uid"]:
+            raise errors.conflict(rt.plural, rt.group, name, f"Precondition failed: UID in precondition: "
+                                  f"{pre['uid']}, UID in object meta: {cmeta['uid']}")
+        if pre.get("resourceVersion") and pre["resourceVersion"] != cmeta["resourceVersion"]:
+            raise errors.conflict(rt.plural, rt.group, name, f"Precondition failed: ResourceVersion in "
+                                  f"precondition: {pre['resourceVersion']}, ResourceVersion in object meta: "
+                                  f"{cmeta['resourceVersion']}")
+        finalizers = list(cmeta.get("finalizers") or [])
+        policy = propagation or rt.default_propagation
+        if policy == "Foreground" and "foregroundDeletion" not in finalizers:
+            finalizers = [f for f in finalizers if f != "orphan"] + ["foregroundDeletion"]
+        elif policy == "Orphan" and "orphan" not in finalizers:
+            finalizers = [f for f in finalizers if f != "foregroundDeletion"] + ["orphan"]
+        elif propagation == "Background":
+            finalizers = [f for f in finalizers if f not in ("orphan", "foregroundDeletion")]
+        if rt.gr == "namespaces":
+            return self._delete_namespace(rt, cur)
+        graceful_secs = 0
+        if rt.gr == "pods" and self.graceful_pod_delete and (cur.get("spec") or {}).get("nodeName"):
+            phase = (cur.get("status") or {}).get("phase")
+            if phase not in ("Succeeded", "Failed"):
+                graceful_secs = grace if grace is not None else (cur["spec"].get("terminationGracePeriodSeconds", 30))
+        if not finalizers and graceful_secs == 0:
+            return self._remove(rt, cur)
+        meta = dict(cmeta, finalizers=finalizers)
+        if not finalizers:
+            meta.pop("finalizers")
+        if not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = now_rfc3339()
+            meta["deletionGracePeriodSeconds"] = graceful_secs
+            if meta.get("generation"):
+                meta["generation"] += 1
+        elif rt.gr == "pods" and graceful_secs < meta.get("deletionGracePeriodSeconds", 0):
+            meta["deletionGracePeriodSeconds"] = graceful_secs  # grace may only shorten
+        if meta == cmeta:
+            return cur
+        out = dict(cur, metadata=meta)
+        meta["resourceVersion"] = self._next_rv()
+        self._commit(rt, "MODIFIED", out, cur)
+        if not finalizers and meta.get("deletionGracePeriodSeconds", 0) == 0:
+            return self._remove(rt, out)
+        return out
+
+    def _delete_namespace(self, rt: ResourceType, cur: Obj) -> Obj:
+        # Namespace deletion is two-phase upstream: phase Terminating + spec.finalizers ["kubernetes"];
+        # the namespace controller (gc.py) empties it and then removes it.
+        if cur["metadata"].get("deletionTimestamp"):
+            return cur
+        out = dict(cur, metadata=dict(cur["metadata"], deletionTimestamp=now_rfc3339(),
+                                      deletionGracePeriodSeconds=0),
+                   spec={"finalizers": ["kubernetes"]}, status={"phase": "Terminating"})
+        out["metadata"]["resourceVersion"] = self._next_rv()
+        self._commit(rt, "MODIFIED", out, cur)
+        return out
+
+    def finalize_namespace(self, rt: ResourceType, name: str) -> None:
+        cur = self.find(rt, "", name)
+        if cur is None:
+            return
+        if cur["metadata"].get("finalizers"):
+            out = dict(cur, spec={})
+            out["metadata"] = dict(cur["metadata"], resourceVersion=self._next_rv())
+            self._commit(rt, "MODIFIED", out, cur)
+        else:
+            self._remove(rt, cur)
+
+    # --- watch -----------------------------------------------------------------------------------
+    def watch(self, rt: ResourceType, ns: str | None, rv: str | None, pred: Pred,
+              *, send_initial: bool | None = None) -> tuple[Watcher, list[tuple[str, Obj]]]:
+        """Register a watcher; returns it plus the events to send before live ones.
+
+        rv unset/"0" replays current state as ADDED (upstream "start at most recent"/"any"); rv=N replays
+        history after N or raises 410 when N fell out of the window.
+        """
+        st = self.state(rt.gr)
+        ns = ns if rt.namespaced else None
+        w = Watcher(ns, pred)
+        backlog: list[tuple[str, Obj]] = []
+        if not rv or rv == "0" or send_initial:
+            backlog = [("ADDED", o) for o in self.list(rt, ns, pred)]
+            backlog.sort(key=lambda e: int(e[1]["metadata"]["resourceVersion"]))
+        else:
+            try:
+                start = int(rv)
+            except ValueError:
+                raise errors.bad_request(f'invalid resource version: "{rv}"') from None
+            if start < st.window_start:
+                raise errors.gone(f"too old resource version: {start} ({st.window_start})")
+            replay = Watcher(ns, pred)
+            for ev in st.history:
+                if ev.rv > start:
+                    replay.push(ev)
+            while not replay.queue.empty():
+                backlog.append(replay.queue.get_nowait())
+        st.watchers.add(w)
+        return w, backlog
+
+    def unwatch(self, rt: ResourceType, w: Watcher) -> None:
+        self.state(rt.gr).watchers.discard(w)
+
+    # --- persistence -----------------------------------------------------------------------------
+    def dump(self, path: Path) -> None:
+        objs = [{"gr": gr, "obj": o} for gr, st in self.states.items() for o in st.objects.values()]
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps({"resourceVersion": self.rv, "objects": objs}))
+        tmp.replace(path)
+
+    def load(self, path: Path, register_crd: Callable[[Obj], None]) -> None:
+        data = json.loads(path.read_text())
+        entries = data.get("objects") or []
+        for e in entries:  # CRDs first so their resources exist
+            if e["gr"] == "customresourcedefinitions.apiextensions.k8s.io":
+                register_crd(e["obj"])
+        for e in entries:
+            obj, gr = e["obj"], e["gr"]
+            meta = obj["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            self.state(gr).objects[key] = obj
+            self.uid_index[meta["uid"]] = (gr, key)
+            for ref in meta.get("ownerReferences") or ():
+                self.owner_index.setdefault(ref["uid"], set()).add((gr, key))
+        self.rv = max(self.rv, int(data.get("resourceVersion", 1)))
+        # History is not persisted: anything older than now is expired after a restart.
+        for st in self.states.values():
+            st.window_start = self.rv

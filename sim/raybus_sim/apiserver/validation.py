@@ -1,0 +1,129 @@
+"""The subset of apiserver validation controllers trip over: names, pod basics, immutable fields.
+
+CRD openAPIV3Schema validation/pruning is NOT done (see README).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from . import errors
+from .resources import ResourceType
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+                  "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+                  "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+              "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+              "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+# Resources whose names must be DNS-1123 labels rather than subdomains.
+_LABEL_NAMED = {"namespaces", "services"}
+
+Cause = tuple[str, str, str]
+
+
+def _name_causes(rt: ResourceType, name: str) -> list[Cause]:
+    if not name:
+        return [("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")]
+    if rt.gr in _LABEL_NAMED:
+        if len(name) > 63 or not _LABEL.match(name):
+            return [("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_LABEL_MSG}')]
+    elif len(name) > 253 or not _SUBDOMAIN.match(name):
+        return [("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_SUBDOMAIN_MSG}')]
+    return []
+
+
+def _pod_spec_causes(spec: Any, prefix: str) -> list[Cause]:
+    if not isinstance(spec, dict):
+        return [("FieldValueRequired", prefix, "Required value")]
+    containers = spec.get("containers")
+    if not containers:
+        return [("FieldValueRequired", f"{prefix}.containers", "Required value")]
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(kind) or []):
+            if not c.get("name"):
+                causes.append(("FieldValueRequired", f"{prefix}.{kind}[{i}].name", "Required value"))
+            elif c["name"] in seen:
+                causes.append(("FieldValueDuplicate", f"{prefix}.{kind}[{i}].name",
+                               f'Duplicate value: "{c["name"]}"'))
+            else:
+                seen.add(c["name"])
+            if not c.get("image"):
+                causes.append(("FieldValueRequired", f"{prefix}.{kind}[{i}].image", "Required value"))
+    return causes
+
+
+def _raise(rt: ResourceType, name: str, causes: list[Cause]) -> None:
+    if causes:
+        raise errors.invalid(rt.kind, rt.group, name, causes)
+
+
+def validate_create(rt: ResourceType, obj: dict[str, Any]) -> None:
+    name = obj["metadata"].get("name") or ""
+    causes = _name_causes(rt, name)
+    if rt.gr == "pods":
+        causes += _pod_spec_causes(obj.get("spec"), "spec")
+    elif rt.gr == "jobs.batch":
+        causes += _pod_spec_causes(((obj.get("spec") or {}).get("template") or {}).get("spec"),
+                                   "spec.template.spec")
+    elif rt.gr == "customresourcedefinitions.apiextensions.k8s.io":
+        spec = obj.get("spec") or {}
+        names = spec.get("names") or {}
+        if name != f"{names.get('plural')}.{spec.get('group')}":
+            causes.append(("FieldValueInvalid", "metadata.name",
+                           f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group'))
+        if not spec.get("versions"):
+            causes.append(("FieldValueRequired", "spec.versions", "Required value"))
+    for i, ref in enumerate(obj["metadata"].get("ownerReferences") or []):
+        for f in ("apiVersion", "kind", "name", "uid"):
+            if not ref.get(f):
+                causes.append(("FieldValueRequired", f"metadata.ownerReferences[{i}].{f}", "Required value"))
+    _raise(rt, name, causes)
+
+
+def _pod_mutable_view(spec: dict[str, Any]) -> dict[str, Any]:
+    # Upstream allows changing container images, activeDeadlineSeconds and adding tolerations.
+    view = dict(spec)
+    for k in ("containers", "initContainers"):
+        view[k] = [{**c, "image": ""} for c in spec.get(k) or []]
+    view.pop("activeDeadlineSeconds", None)
+    view.pop("tolerations", None)
+    view.pop("terminationGracePeriodSeconds", None)
+    return view
+
+
+def validate_update(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> None:
+    name = old["metadata"]["name"]
+    causes: list[Cause] = []
+    old_fin = set(old["metadata"].get("finalizers") or [])
+    if old["metadata"].get("deletionTimestamp"):
+        added = [f for f in new["metadata"].get("finalizers") or [] if f not in old_fin]
+        if added:
+            causes.append(("FieldValueForbidden", "metadata.finalizers",
+                           f"Forbidden: no new finalizers can be added if the object is being deleted, found "
+                           f"new finalizers {added}"))
+    if rt.gr == "pods":
+        if _pod_mutable_view(new.get("spec") or {}) != _pod_mutable_view(old.get("spec") or {}):
+            causes.append(("FieldValueForbidden", "spec", "Forbidden: pod updates may not change fields other "
+                           "than `spec.containers[*].image`,`spec.initContainers[*].image`,"
+                           "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
+                           "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was "
+                           "previously negative)"))
+    elif rt.gr == "services":
+        old_ip = (old.get("spec") or {}).get("clusterIP")
+        new_ip = (new.get("spec") or {}).get("clusterIP")
+        if old_ip and new_ip != old_ip:
+            causes.append(("FieldValueInvalid", "spec.clusterIPs[0]",
+                           f'Invalid value: []string{{"{new_ip}"}}: may not change once set'))
+    elif rt.gr == "jobs.batch":
+        ospec, nspec = old.get("spec") or {}, new.get("spec") or {}
+        if ospec.get("selector") != nspec.get("selector"):
+            causes.append(("FieldValueInvalid", "spec.selector", "Invalid value: field is immutable"))
+        if ospec.get("template") != nspec.get("template") and not ospec.get("suspend"):
+            causes.append(("FieldValueInvalid", "spec.template", "Invalid value: field is immutable"))
+    _raise(rt, name, causes)

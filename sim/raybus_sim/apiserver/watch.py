@@ -1,0 +1,113 @@
+"""Streaming watch: newline-delimited JSON WatchEvents, bookmarks, timeouts, 410 as an ERROR event."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import OrderedDict
+from typing import Any
+
+from aiohttp import web
+
+from .errors import ApiError
+from .resources import ResourceType
+from .selectors import compile_field_selector, compile_label_selector
+from .store import Obj, Store
+from .table import to_table
+
+_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# Encoded-object cache shared by all watchers: with N watchers on one resource each event is encoded once.
+# Entries keep the object alive so id() cannot be reused while cached.
+_CACHE: OrderedDict[int, tuple[Obj, str]] = OrderedDict()
+_CACHE_MAX = 4096
+
+
+def _encode(obj: Obj) -> str:
+    hit = _CACHE.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    text = _DUMPS(obj)
+    _CACHE[id(obj)] = (obj, text)
+    if len(_CACHE) > _CACHE_MAX:
+        _CACHE.popitem(last=False)
+    return text
+
+
+def _line(etype: str, obj_json: str) -> str:
+    return f'{{"type":"{etype}","object":{obj_json}}}\n'
+
+
+async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: str | None,
+                      name: str | None) -> web.StreamResponse:
+    q = request.query
+    pred_l = compile_label_selector(q.get("labelSelector"))
+    fsel = q.get("fieldSelector")
+    if name is not None:  # GET /.../pods/NAME?watch=1 (legacy single-object watch)
+        fsel = f"metadata.name={name}" + (f",{fsel}" if fsel else "")
+    pred_f = compile_field_selector(fsel, plural=rt.plural, group=rt.group)
+    table = "as=Table" in request.headers.get("Accept", "")
+    bookmarks = q.get("allowWatchBookmarks") in ("1", "true", "True")
+    send_initial = q.get("sendInitialEvents") in ("1", "true", "True")
+    timeout = float(q.get("timeoutSeconds") or request.app["watch_timeout"])
+    bookmark_every: float = request.app["bookmark_interval"]
+
+    resp = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
+    resp.enable_chunked_encoding()
+    await resp.prepare(request)
+    try:
+        watcher, backlog = store.watch(rt, ns, q.get("resourceVersion"), lambda o: pred_l(o) and pred_f(o),
+                                       send_initial=send_initial)
+    except ApiError as err:
+        await resp.write(_line("ERROR", _DUMPS(err.status())).encode())
+        return resp
+
+    first_table = True
+
+    def render(etype: str, obj: Obj) -> str:
+        nonlocal first_table
+        if table:
+            t = to_table(rt, [obj], obj["metadata"]["resourceVersion"], with_defs=first_table)
+            first_table = False
+            return _line(etype, _DUMPS(t))
+        return _line(etype, _encode(obj))
+
+    def bookmark(extra: dict[str, Any] | None = None) -> str:
+        meta: dict[str, Any] = {"resourceVersion": str(store.rv)}
+        if extra:
+            meta["annotations"] = extra
+        return _line("BOOKMARK", _DUMPS({"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}))
+
+    try:
+        chunk = "".join(render(t, o) for t, o in backlog)
+        if send_initial and bookmarks:
+            chunk += bookmark({"k8s.io/initial-events-end": "true"})
+        if chunk:
+            await resp.write(chunk.encode())
+        deadline = time.monotonic() + timeout
+        next_bookmark = time.monotonic() + bookmark_every
+        queue = watcher.queue
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            wait = deadline - now
+            if bookmarks:
+                wait = min(wait, max(0.0, next_bookmark - now))
+            try:
+                etype, obj = await asyncio.wait_for(queue.get(), timeout=wait)
+            except asyncio.TimeoutError:
+                if bookmarks and time.monotonic() >= next_bookmark:
+                    await resp.write(bookmark().encode())
+                    next_bookmark = time.monotonic() + bookmark_every
+                continue
+            parts = [render(etype, obj)]
+            while not queue.empty():  # batch whatever queued up into one write
+                etype, obj = queue.get_nowait()
+                parts.append(render(etype, obj))
+            await resp.write("".join(parts).encode())
+    except ConnectionResetError:
+        pass
+    finally:
+        store.unwatch(rt, watcher)
+    return resp

@@ -1,0 +1,132 @@
+"""EndpointSlice controller stand-in: one IPv4 slice per selector-bearing Service, following pod IPs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from raybus_sim.apiserver.errors import ApiError
+from raybus_sim.apiserver.store import Event, Obj, Store
+
+log = logging.getLogger(__name__)
+MANAGED_BY = "endpointslice-controller.k8s.io"
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+class EndpointSliceController:
+    def __init__(self, store: Store, *, debounce: float = 0.01) -> None:
+        self.store = store
+        self.debounce = debounce
+        self.dirty: set[tuple[str, str]] = set()
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        reg = store.registry
+        self.svc_rt = reg.get("", "v1", "services")
+        self.pod_rt = reg.get("", "v1", "pods")
+        self.slice_rt = reg.get("discovery.k8s.io", "v1", "endpointslices")
+        store.listeners.append(self.on_event)
+
+    def start(self) -> None:
+        assert self.svc_rt is not None
+        for svc in self.store.list(self.svc_rt, None):
+            self.dirty.add((svc["metadata"]["namespace"], svc["metadata"]["name"]))
+        self.wake.set()
+        self.task = asyncio.get_running_loop().create_task(self.run())
+
+    async def stop(self) -> None:
+        if self.task:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+    def on_event(self, ev: Event) -> None:
+        gr = ev.rt.gr
+        if gr == "services" and ev.type != "DELETED":
+            self.dirty.add((ev.obj["metadata"]["namespace"], ev.obj["metadata"]["name"]))
+            self.wake.set()
+        elif gr == "pods":
+            assert self.svc_rt is not None
+            ns = ev.obj["metadata"].get("namespace", "")
+            labels = ev.obj["metadata"].get("labels") or {}
+            old_labels = (ev.old or {}).get("metadata", {}).get("labels") or {}
+            for svc in self.store.list(self.svc_rt, ns):
+                sel = (svc.get("spec") or {}).get("selector")
+                if sel and (_selects(sel, labels) or _selects(sel, old_labels)):
+                    self.dirty.add((ns, svc["metadata"]["name"]))
+                    self.wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self.wake.wait()
+            await asyncio.sleep(self.debounce)  # coalesce bursts (e.g. 1,000 pods turning Ready)
+            self.wake.clear()
+            batch, self.dirty = self.dirty, set()
+            for ns, name in batch:
+                try:
+                    self.sync(ns, name)
+                except ApiError as err:
+                    log.debug("endpointslice %s/%s: %s", ns, name, err.message)
+                    self.dirty.add((ns, name))
+                    self.wake.set()
+
+    def _ports(self, svc: Obj, pods: list[Obj]) -> list[dict[str, Any]]:
+        out = []
+        for p in (svc.get("spec") or {}).get("ports") or []:
+            target = p.get("targetPort", p.get("port"))
+            if isinstance(target, str) and not target.isdigit():
+                named = [cp.get("containerPort") for pod in pods for c in pod["spec"].get("containers") or []
+                         for cp in c.get("ports") or [] if cp.get("name") == target]
+                if not named:
+                    continue
+                target = named[0]
+            out.append({"name": p.get("name", ""), "port": int(target), "protocol": p.get("protocol", "TCP")})
+        return out
+
+    def sync(self, ns: str, name: str) -> None:
+        assert self.svc_rt and self.pod_rt and self.slice_rt
+        svc = self.store.find(self.svc_rt, ns, name)
+        if svc is None:
+            return
+        selector = (svc.get("spec") or {}).get("selector")
+        existing = [s for s in self.store.list(self.slice_rt, ns)
+                    if (s["metadata"].get("labels") or {}).get("kubernetes.io/service-name") == name
+                    and s["metadata"]["labels"].get("endpointslice.kubernetes.io/managed-by") == MANAGED_BY]
+        if not selector:
+            for s in existing:
+                self.store.delete(self.slice_rt, ns, s["metadata"]["name"])
+            return
+        pods = [p for p in self.store.list(self.pod_rt, ns)
+                if _selects(selector, p["metadata"].get("labels") or {})
+                and (p.get("status") or {}).get("podIP")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        pods.sort(key=lambda p: p["metadata"]["name"])
+        endpoints = []
+        for p in pods:
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in p["status"].get("conditions") or [])
+            terminating = bool(p["metadata"].get("deletionTimestamp"))
+            endpoints.append({
+                "addresses": [p["status"]["podIP"]],
+                "conditions": {"ready": ready and not terminating, "serving": ready, "terminating": terminating},
+                "nodeName": p["spec"].get("nodeName"),
+                "targetRef": {"kind": "Pod", "namespace": ns, "name": p["metadata"]["name"],
+                              "uid": p["metadata"]["uid"]},
+            })
+        body: Obj = {
+            "addressType": "IPv4", "endpoints": endpoints, "ports": self._ports(svc, pods),
+        }
+        if existing:
+            cur = existing[0]
+            if cur.get("endpoints") == body["endpoints"] and cur.get("ports") == body["ports"]:
+                return
+            self.store.update(self.slice_rt, ns, cur["metadata"]["name"], {**cur, **body})
+            return
+        labels = {**(svc["metadata"].get("labels") or {}), "kubernetes.io/service-name": name,
+                  "endpointslice.kubernetes.io/managed-by": MANAGED_BY}
+        self.store.create(self.slice_rt, ns, {**body, "metadata": {
+            "generateName": f"{name}-", "labels": labels,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": name, "uid": svc["metadata"]["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}]}})

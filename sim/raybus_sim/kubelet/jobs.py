@@ -1,0 +1,134 @@
+"""batch/v1 Job controller stand-in: runs template pods, counts outcomes, sets Complete/Failed conditions.
+
+Simplified: no job-tracking finalizers, no indexed completion, no podFailurePolicy, no activeDeadlineSeconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from raybus_sim.apiserver.defaults import now_rfc3339
+from raybus_sim.apiserver.errors import ApiError
+from raybus_sim.apiserver.store import Event, Obj, Store
+
+log = logging.getLogger(__name__)
+
+
+def _cond(ctype: str, reason: str, message: str) -> dict[str, Any]:
+    now = now_rfc3339()
+    return {"type": ctype, "status": "True", "reason": reason, "message": message, "lastProbeTime": now,
+            "lastTransitionTime": now}
+
+
+class JobController:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.dirty: set[tuple[str, str]] = set()
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.job_rt = store.registry.get("batch", "v1", "jobs")
+        self.pod_rt = store.registry.get("", "v1", "pods")
+        store.listeners.append(self.on_event)
+
+    def start(self) -> None:
+        assert self.job_rt is not None
+        for job in self.store.list(self.job_rt, None):
+            self.dirty.add((job["metadata"]["namespace"], job["metadata"]["name"]))
+        self.wake.set()
+        self.task = asyncio.get_running_loop().create_task(self.run())
+
+    async def stop(self) -> None:
+        if self.task:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+    def on_event(self, ev: Event) -> None:
+        meta = ev.obj["metadata"]
+        if ev.rt.gr == "jobs.batch" and ev.type != "DELETED":
+            self.dirty.add((meta["namespace"], meta["name"]))
+            self.wake.set()
+        elif ev.rt.gr == "pods":
+            for ref in meta.get("ownerReferences") or ():
+                if ref.get("kind") == "Job" and ref.get("controller"):
+                    self.dirty.add((meta["namespace"], ref["name"]))
+                    self.wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self.wake.wait()
+            await asyncio.sleep(0)
+            self.wake.clear()
+            batch, self.dirty = self.dirty, set()
+            for ns, name in batch:
+                try:
+                    self.sync(ns, name)
+                except ApiError as err:
+                    log.debug("job %s/%s: %s", ns, name, err.message)
+                    self.dirty.add((ns, name))
+                    self.wake.set()
+
+    def sync(self, ns: str, name: str) -> None:
+        assert self.job_rt and self.pod_rt
+        job = self.store.find(self.job_rt, ns, name)
+        if job is None or job["metadata"].get("deletionTimestamp"):
+            return
+        status = dict(job.get("status") or {})
+        if any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in status.get("conditions") or []):
+            return
+        spec, uid = job.get("spec") or {}, job["metadata"]["uid"]
+        pods = [p for p in self.store.list(self.pod_rt, ns)
+                if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or ())]
+        phase = lambda p: (p.get("status") or {}).get("phase")  # noqa: E731
+        active = [p for p in pods if phase(p) not in ("Succeeded", "Failed") and not p["metadata"].get("deletionTimestamp")]
+        succeeded = sum(1 for p in pods if phase(p) == "Succeeded")
+        failed = sum(1 for p in pods if phase(p) == "Failed")
+        completions, parallelism = spec.get("completions", 1), spec.get("parallelism", 1)
+        status.setdefault("startTime", now_rfc3339())
+        status["uncountedTerminatedPods"] = {}
+        conditions = list(status.get("conditions") or [])
+        done = False
+        if succeeded >= completions:
+            conditions += [_cond("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods"),
+                           _cond("Complete", "CompletionsReached", "Reached expected number of succeeded pods")]
+            status["completionTime"] = now_rfc3339()
+            done = True
+        elif failed > spec.get("backoffLimit", 6):
+            conditions += [_cond("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit"),
+                           _cond("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")]
+            done = True
+        if done:
+            for p in active:
+                self.store.delete(self.pod_rt, ns, p["metadata"]["name"], propagation="Background")
+            active = []
+        elif not spec.get("suspend"):
+            want = min(parallelism, completions - succeeded) - len(active)
+            tmpl = spec.get("template") or {}
+            for _ in range(max(0, want)):
+                tmeta = tmpl.get("metadata") or {}
+                active.append(self.store.create(self.pod_rt, ns, {
+                    "metadata": {"generateName": f"{name}-", "labels": dict(tmeta.get("labels") or {}),
+                                 "annotations": dict(tmeta.get("annotations") or {}),
+                                 "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                                      "uid": uid, "controller": True, "blockOwnerDeletion": True}]},
+                    "spec": _deep(tmpl.get("spec") or {})}))
+        status.update(active=len(active), succeeded=succeeded, failed=failed, terminating=0,
+                      ready=sum(1 for p in active if any(c.get("type") == "Ready" and c.get("status") == "True"
+                                                         for c in (p.get("status") or {}).get("conditions") or [])))
+        for k in ("active", "succeeded", "failed"):
+            if status[k] == 0:
+                del status[k]  # omitempty, like the real JobStatus
+        if conditions:
+            status["conditions"] = conditions
+        if status != job.get("status"):
+            self.store.update(self.job_rt, ns, name, dict(job, status=status), subresource="status")
+
+
+def _deep(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep(v) for v in value]
+    return value

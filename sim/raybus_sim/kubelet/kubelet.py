@@ -1,0 +1,316 @@
+"""Simulated scheduler+kubelet: binds pods to a fake node and walks them to Running/Ready.
+
+Every change goes through Store.update like any API client, so resourceVersions and watch events are real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from raybus_sim.apiserver.defaults import now_rfc3339
+from raybus_sim.apiserver.errors import ApiError
+from raybus_sim.apiserver.selectors import Pred, compile_label_selector
+from raybus_sim.apiserver.store import Event, Obj, Store
+
+from . import faults
+from .endpoints import EndpointSliceController
+from .jobs import JobController
+from .podstate import ContainerSim, PodSim
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Delays:
+    schedule: float = 0.02  # pod created -> bound to the node (PodScheduled)
+    pull: float = 0.05  # bound -> sandbox up, images "pulled", podIP assigned
+    start: float = 0.05  # per init container run, and before app containers start
+    ready: float = 0.05  # running -> ready (for containers with a readinessProbe)
+    restart: float = 0.05  # terminated container -> running again (restartPolicy)
+    terminate: float = 0.0  # graceful delete -> kubelet confirms (object removed)
+
+
+@dataclass
+class KubeletConfig:
+    node_name: str = "raybus-sim-node"
+    host_ip: str = "172.18.0.2"
+    delays: Delays = field(default_factory=Delays)
+    namespace_delays: dict[str, Delays] = field(default_factory=dict)
+    endpoint_slices: bool = True
+    jobs: bool = True
+
+
+@dataclass
+class ReadinessHold:
+    namespace: str | None
+    selector: str
+    pred: Pred
+
+
+class Kubelet:
+    def __init__(self, store: Store, config: KubeletConfig) -> None:
+        self.store = store
+        self.config = config
+        self.pods: dict[tuple[str, str], PodSim] = {}
+        self.tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self.holds: dict[int, ReadinessHold] = {}
+        self._hold_seq = 0
+        self._ip = 0
+        self.started = False
+        self.pod_rt = store.registry.get("", "v1", "pods")
+        self.endpoints = EndpointSliceController(store) if config.endpoint_slices else None
+        self.jobs = JobController(store) if config.jobs else None
+        store.graceful_pod_delete = True
+        store.listeners.append(self.on_event)
+
+    async def handle_http(self, request: Any, segs: list[str]) -> Any:
+        return await faults.handle(self, request, segs)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.started = True
+        for ctl in (self.endpoints, self.jobs):
+            if ctl is not None:
+                ctl.start()
+        assert self.pod_rt is not None
+        for pod in self.store.list(self.pod_rt, None):  # resume after a state-file restart
+            self._adopt(pod)
+
+    async def stop(self) -> None:
+        self.started = False
+        tasks = list(self.tasks.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for ctl in (self.endpoints, self.jobs):
+            if ctl is not None:
+                await ctl.stop()
+
+    def delays(self, ns: str) -> Delays:
+        return self.config.namespace_delays.get(ns, self.config.delays)
+
+    def set_delays(self, ns: str | None, **values: float) -> Delays:
+        base = self.delays(ns) if ns else self.config.delays
+        new = replace(base, **values)
+        if ns:
+            self.config.namespace_delays[ns] = new
+        else:
+            self.config.delays = new
+        return new
+
+    def on_event(self, ev: Event) -> None:
+        if ev.rt.gr != "pods" or not self.started:
+            return
+        if ev.type == "DELETED":
+            key = (ev.obj["metadata"].get("namespace", ""), ev.obj["metadata"]["name"])
+            sim = self.pods.get(key)
+            if sim is not None and sim.uid == ev.obj["metadata"]["uid"]:
+                self.pods.pop(key, None)
+                task = self.tasks.pop(key, None)
+                if task is not None and task is not asyncio.current_task():
+                    task.cancel()
+            return
+        self._adopt(ev.obj)
+
+    def _adopt(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        sim = self.pods.get(key)
+        if meta.get("deletionTimestamp"):
+            if key not in self.tasks or (sim is not None and sim.uid != meta["uid"]):
+                self._spawn(key, self._terminate(key, meta["uid"]))
+            elif sim is not None and not sim.terminating:
+                self.tasks[key].cancel()
+                self._spawn(key, self._terminate(key, meta["uid"]))
+            if sim is not None:
+                sim.terminating = True
+            return
+        if sim is not None and sim.uid == meta["uid"]:
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            return
+        sim = PodSim.from_pod(pod, self.config.host_ip)
+        self.pods[key] = sim
+        if (pod.get("spec") or {}).get("nodeName") and phase == "Running":
+            self._resume_running(sim, pod)
+            return
+        self._spawn(key, self._run(sim))
+
+    def _spawn(self, key: tuple[str, str], coro: Any) -> None:
+        self.tasks[key] = asyncio.get_running_loop().create_task(coro)
+
+    def _resume_running(self, sim: PodSim, pod: Obj) -> None:
+        st = pod.get("status") or {}
+        sim.scheduled = sim.sandbox = True
+        sim.pod_ip, sim.start_time = st.get("podIP", ""), st.get("startTime")
+        by_name = {c["name"]: c for c in (st.get("containerStatuses") or []) + (st.get("initContainerStatuses") or [])}
+        for c in sim.init + sim.containers:
+            prev = by_name.get(c.name) or {}
+            c.restart_count, c.ready = prev.get("restartCount", 0), bool(prev.get("ready"))
+            c.container_id = prev.get("containerID")
+            state = prev.get("state") or {}
+            if "running" in state:
+                c.state, c.reason, c.started_at = "running", "", state["running"].get("startedAt")
+            elif "terminated" in state:
+                t = state["terminated"]
+                c.state, c.exit_code, c.reason = "terminated", t.get("exitCode", 0), t.get("reason", "")
+                c.started_at, c.finished_at = t.get("startedAt"), t.get("finishedAt")
+
+    # --- status writes -----------------------------------------------------------------------------
+    def write_status(self, sim: PodSim) -> bool:
+        """Render and store the pod status; False when the pod is gone or replaced (stop simulating)."""
+        assert self.pod_rt is not None
+        cur = self.store.find(self.pod_rt, sim.namespace, sim.name)
+        if cur is None or cur["metadata"]["uid"] != sim.uid:
+            return False
+        sim.held = any(h.pred(cur) and h.namespace in (None, sim.namespace) for h in self.holds.values())
+        if sim.held:
+            for c in sim.containers:
+                c.ready = False
+        try:
+            self.store.update(self.pod_rt, sim.namespace, sim.name, dict(cur, status=sim.render(cur.get("status"))),
+                              subresource="status")
+        except ApiError:
+            return False
+        return True
+
+    def _next_ip(self) -> str:
+        self._ip += 1
+        return f"10.244.{(self._ip >> 8) & 255}.{self._ip & 255 or 1}"
+
+    async def _sleep(self, secs: float) -> None:
+        await asyncio.sleep(secs)  # 0 still yields, so bursts of creates interleave with lifecycle writes
+
+    async def _run(self, sim: PodSim) -> None:
+        assert self.pod_rt is not None
+        d = self.delays(sim.namespace)
+        await self._sleep(d.schedule)
+        cur = self.store.find(self.pod_rt, sim.namespace, sim.name)
+        if cur is None or cur["metadata"]["uid"] != sim.uid:
+            return
+        if not (cur.get("spec") or {}).get("nodeName"):
+            try:
+                self.store.update(self.pod_rt, sim.namespace, sim.name,
+                                  dict(cur, spec=dict(cur["spec"], nodeName=self.config.node_name)),
+                                  validate=False)
+            except ApiError:
+                return
+        sim.scheduled = True
+        if not self.write_status(sim):
+            return
+        await self._sleep(d.pull)
+        sim.sandbox, sim.pod_ip, sim.start_time = True, self._next_ip(), now_rfc3339()
+        for c in sim.containers:
+            c.reason = "PodInitializing" if sim.init else "ContainerCreating"
+        if not self.write_status(sim):
+            return
+        for c in sim.init:
+            c.start()
+            if not self.write_status(sim):
+                return
+            await self._sleep(d.start)
+            c.terminate(0)
+        await self._sleep(d.start)
+        for c in sim.containers:
+            c.start()
+            c.ready = not c.has_probe
+        if not self.write_status(sim):
+            return
+        if any(c.has_probe for c in sim.containers):
+            await self._sleep(d.ready)
+            for c in sim.containers:
+                if c.state == "running":
+                    c.ready = True
+            self.write_status(sim)
+
+    async def _terminate(self, key: tuple[str, str], uid: str) -> None:
+        assert self.pod_rt is not None
+        await self._sleep(self.delays(key[0]).terminate)
+        cur = self.store.find(self.pod_rt, *key)
+        if cur is not None and cur["metadata"]["uid"] == uid:
+            try:
+                self.store.delete(self.pod_rt, key[0], key[1], grace=0, preconditions={"uid": uid})
+            except ApiError:
+                pass
+        if self.tasks.get(key) is asyncio.current_task():
+            self.tasks.pop(key, None)
+
+    # --- fault operations (used by faults.py) ------------------------------------------------------
+    def sim_for(self, ns: str, name: str) -> PodSim:
+        sim = self.pods.get((ns, name))
+        if sim is None:
+            raise ApiError(404, "NotFound", f'pod "{name}" is not running on the simulated node')
+        return sim
+
+    def fail_pod(self, ns: str, name: str, *, reason: str | None, message: str | None) -> None:
+        sim = self.sim_for(ns, name)
+        self._cancel(ns, name)
+        for c in sim.containers:
+            if c.state != "terminated":
+                c.terminate(1, "Error")
+        sim.phase_override, sim.reason, sim.message = "Failed", reason, message
+        self.write_status(sim)
+
+    def terminate_container(self, ns: str, name: str, container: str, *, exit_code: int,
+                            reason: str | None) -> None:
+        sim = self.sim_for(ns, name)
+        targets = [c for c in sim.containers if c.name == container or container == "*"]
+        if not targets:
+            raise ApiError(404, "NotFound", f'container "{container}" not found in pod "{name}"')
+        self._cancel(ns, name)
+        for c in targets:
+            c.terminate(exit_code, reason)
+        self.write_status(sim)
+        restart = sim.restart_policy == "Always" or (sim.restart_policy == "OnFailure" and exit_code != 0)
+        if restart:
+            self._spawn((ns, name), self._restart(sim, targets))
+
+    async def _restart(self, sim: PodSim, targets: list[ContainerSim]) -> None:
+        d = self.delays(sim.namespace)
+        await self._sleep(d.restart)
+        for c in targets:
+            c.last_state = {"terminated": c.render()["state"]["terminated"]}
+            c.restart_count += 1
+            c.start()
+            c.ready = not c.has_probe and not sim.held
+        if not self.write_status(sim):
+            return
+        if any(c.has_probe for c in targets):
+            await self._sleep(d.ready)
+            for c in targets:
+                c.ready = c.state == "running"
+            self.write_status(sim)
+
+    def _cancel(self, ns: str, name: str) -> None:
+        task = self.tasks.pop((ns, name), None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    def add_hold(self, namespace: str | None, selector: str) -> int:
+        self._hold_seq += 1
+        self.holds[self._hold_seq] = ReadinessHold(namespace, selector, compile_label_selector(selector))
+        self._reapply_holds()
+        return self._hold_seq
+
+    def remove_hold(self, hold_id: int) -> None:
+        if self.holds.pop(hold_id, None) is None:
+            raise ApiError(404, "NotFound", f"readiness hold {hold_id} not found")
+        self._reapply_holds()
+
+    def _reapply_holds(self) -> None:
+        assert self.pod_rt is not None
+        for (ns, name), sim in self.pods.items():
+            cur = self.store.find(self.pod_rt, ns, name)
+            if cur is None:
+                continue
+            held = any(h.pred(cur) and h.namespace in (None, ns) for h in self.holds.values())
+            if held == sim.held:
+                continue
+            sim.held = held
+            for c in sim.containers:
+                c.ready = c.state == "running" and not held
+            self.write_status(sim)
