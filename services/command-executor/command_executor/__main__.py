@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from raybus.runtime.service import common_parser, common_settings, run_service
-
 from command_executor.app import SERVICE, ExecutorSettings, create_app
+from raybus.runtime.service import common_parser, common_settings, run_service
 
 
 def main() -> None:

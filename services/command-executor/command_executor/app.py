@@ -26,6 +26,7 @@ from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
 from nats.aio.client import Client as NATS
 from opentelemetry import context as otel_context
 
+from command_executor.executor import BatchResult, Executor
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
 from raybus.bus import subjects as s
 from raybus.bus.codec import decode_or_dead_letter
@@ -35,8 +36,6 @@ from raybus.bus.streams import BusSettings, command_consumer_config, ensure_stre
 from raybus.observability.metrics import MESSAGES
 from raybus.observability.tracing import extract_context
 from raybus.runtime.service import CommonSettings
-
-from command_executor.executor import BatchResult, Executor
 
 log = logging.getLogger(__name__)
 SERVICE = "command-executor"
@@ -105,7 +104,7 @@ class CommandExecutorService:
             await self._apply_and_ack(batch, msg)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - bug or NATS trouble: redeliver, never drop
+        except Exception:
             log.exception("command batch handler failed; redelivering", extra={"subject": raw.subject})
             await msg.nack(delay=self.settings.nak_delay_s)
 

@@ -24,6 +24,15 @@ from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from command_executor.mapping import (
+    describe,
+    event_manifest,
+    failure_event,
+    failure_reason,
+    involved_object,
+    success_event,
+    target_of,
+)
 from raybus.adapters.kube import KubeClient, KubeError, UnknownResource, resource_for
 from raybus.bus.envelopes import CommandBatch, CommandResult
 from raybus.decisions.commands import (
@@ -36,16 +45,6 @@ from raybus.decisions.commands import (
     UpdateStatus,
 )
 from raybus.observability.metrics import COMMANDS
-
-from command_executor.mapping import (
-    describe,
-    event_manifest,
-    failure_event,
-    failure_reason,
-    involved_object,
-    success_event,
-    target_of,
-)
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]

@@ -6,7 +6,6 @@ import asyncio
 import os
 
 from raybus.runtime.service import common_parser, common_settings, run_service
-
 from watcher.app import SERVICE, WatcherSettings, create_app
 
 

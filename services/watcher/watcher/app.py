@@ -30,7 +30,6 @@ from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.observability.metrics import MESSAGES
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.service import CommonSettings
-
 from watcher.informer import Informer
 from watcher.routing import (
     SERVICE_NAME_LABEL,

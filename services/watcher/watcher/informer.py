@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from raybus.adapters.kube import KubeClient, KubeError, resource_for
-
 from watcher.routing import WatchSpec, diff_relist, meta
 
 log = logging.getLogger(__name__)
@@ -103,7 +102,7 @@ class Informer:
                                    "backoff_s": backoff})
                 await asyncio.sleep(backoff * random.uniform(1.0, 1.5))
                 backoff = min(backoff * 2, 30.0)
-            except Exception:  # noqa: BLE001 - NATS or decode trouble must not kill the informer
+            except Exception:
                 log.exception("informer error", extra={"kind": self.spec.kind.value})
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)

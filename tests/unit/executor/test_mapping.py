@@ -8,6 +8,14 @@ from typing import Any
 
 import pytest
 
+from command_executor.executor import Executor
+from command_executor.mapping import (
+    event_manifest,
+    failed_event_reason,
+    failure_reason,
+    involved_object,
+    target_of,
+)
 from raybus.adapters.kube import KubeError, Resource
 from raybus.bus.envelopes import CommandBatch, ObjectKey
 from raybus.decisions.commands import (
@@ -17,14 +25,6 @@ from raybus.decisions.commands import (
     PatchObject,
     RecordEvent,
     UpdateStatus,
-)
-from command_executor.executor import Executor
-from command_executor.mapping import (
-    event_manifest,
-    failed_event_reason,
-    failure_reason,
-    involved_object,
-    target_of,
 )
 
 POD = ObjectRef(api_version="v1", kind="Pod", namespace="ns", name="p")

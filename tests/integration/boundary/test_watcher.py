@@ -1,0 +1,194 @@
+"""Watcher against the local API server and a real nats-server: kubectl apply -> ObjectEvent +
+Trigger, label routing, resume after an API server restart, relist on 410."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import nats
+
+from raybus.adapters.kube import KubeClient, new_api_client, resource_for
+from raybus.bus import subjects as s
+from raybus.bus.envelopes import ObjectEvent, Trigger
+from raybus.testing.servers import NatsServer, free_port
+from raybus_sim.apiserver import RunningApiServer, start_apiserver, write_kubeconfig
+from tests.conftest import SAMPLES
+from tests.integration.boundary.conftest import last_msg, until
+from watcher.app import Watcher, WatcherSettings
+
+POD = resource_for("v1", "Pod")
+
+
+def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "ray", "image": "rayproject/ray"}]}}
+
+
+async def start_watcher(nats_url: str, kubeconfig: Path, **kw: Any) -> Watcher:
+    watcher = Watcher(WatcherSettings(nats_url=nats_url, kubeconfig=str(kubeconfig), replica_id="w0", **kw))
+    await watcher.start()
+    await watcher.wait_synced()
+    return watcher
+
+
+async def object_event(js: Any, kind: s.Kind, name: str, *, ns: str = "default",
+                       pred: Any = lambda e: True) -> tuple[ObjectEvent, int]:
+    async def get() -> tuple[ObjectEvent, int] | None:
+        raw = await last_msg(js, s.STREAM_OBJECTS, s.object_subject(kind, ns, name))
+        if raw is None:
+            return None
+        event = ObjectEvent.model_validate_json(raw.data)
+        return (event, raw.seq) if pred(event) else None
+    return await until(get, what=f"object event {kind.value} {ns}/{name}")  # type: ignore[no-any-return]
+
+
+async def trigger(js: Any, controller: s.Controller, name: str, *, ns: str = "default",
+                  min_seq: int = 0) -> Trigger:
+    async def get() -> Trigger | None:
+        raw = await last_msg(js, s.STREAM_TRIGGERS, s.trigger_subject(controller, namespace=ns, name=name))
+        trig = Trigger.model_validate_json(raw.data) if raw is not None else None
+        return trig if trig is not None and trig.objects_seq >= min_seq else None
+    return await until(get, what=f"trigger {controller.value} {ns}/{name}")  # type: ignore[no-any-return]
+
+
+async def test_kubectl_apply_sample_publishes_object_event_and_cluster_trigger(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    watcher = await start_watcher(nats_server.url, kubeconfig)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "kubectl", "--kubeconfig", str(kubeconfig), "apply", "--validate=false", "-f",
+            str(SAMPLES / "ray-cluster.sample.yaml"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out, _ = await proc.communicate()
+        assert proc.returncode == 0, out.decode()
+        event, seq = await object_event(js, s.Kind.RAYCLUSTER, "raycluster-kuberay")
+        assert event.type in ("ADDED", "SYNC") and event.kind == "raycluster"
+        assert (event.key.namespace, event.key.name) == ("default", "raycluster-kuberay")
+        assert event.object["spec"]["headGroupSpec"] and event.uid and event.resource_version
+        assert "managedFields" not in event.object["metadata"]
+        trig = await trigger(js, s.Controller.CLUSTER, "raycluster-kuberay")
+        assert trig.objects_seq == seq and trig.kind == "raycluster"
+        assert trig.cause.startswith(event.type)
+    finally:
+        await watcher.stop()
+        await nc.close()
+
+
+async def test_labelled_pod_triggers_its_cluster_and_unrelated_pods_are_ignored(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    watcher = await start_watcher(nats_server.url, kubeconfig)
+    try:
+        await kube.create(POD, pod("x-worker-abc", {"ray.io/cluster": "x", "ray.io/node-type": "worker"}),
+                          namespace="default")
+        await kube.create(POD, pod("nginx", {"app": "nginx"}), namespace="default")
+        _, seq = await object_event(js, s.Kind.POD, "x-worker-abc")
+        trig = await trigger(js, s.Controller.CLUSTER, "x")
+        assert trig.objects_seq == seq and trig.cause == "ADDED pod default/x-worker-abc"
+        # Deletion publishes DELETED with the last object and wakes the cluster again.
+        await kube.delete(POD, namespace="default", name="x-worker-abc")
+        deleted, dseq = await object_event(js, s.Kind.POD, "x-worker-abc", pred=lambda e: e.type == "DELETED")
+        assert deleted.object["metadata"]["labels"]["ray.io/cluster"] == "x"
+        await trigger(js, s.Controller.CLUSTER, "x", min_seq=dseq)
+        assert await last_msg(js, s.STREAM_OBJECTS, s.object_subject(s.Kind.POD, "default", "nginx")) is None
+    finally:
+        await watcher.stop()
+        await kube.close()
+        await nc.close()
+
+
+async def test_watch_resumes_after_apiserver_restart_without_relisting(
+        nats_server: NatsServer, crd_dir: Path, tmp_path: Path) -> None:
+    port, state = free_port(), tmp_path / "apiserver-state.json"
+    server: RunningApiServer = await start_apiserver(port=port, crd_dir=crd_dir, kubelet=False,
+                                                     state_file=state)
+    kubeconfig = write_kubeconfig(tmp_path / "kc", server.url)
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    watcher = await start_watcher(nats_server.url, kubeconfig)
+    pods = next(i for i in watcher.informers if i.spec.kind is s.Kind.POD)
+    try:
+        await kube.create(POD, pod("a-head", {"ray.io/cluster": "a", "ray.io/node-type": "head"}),
+                          namespace="default")
+        await object_event(js, s.Kind.POD, "a-head")
+        await server.stop()  # writes the state file; the watcher's watch connection drops
+        await asyncio.sleep(1.0)
+        server = await start_apiserver(port=port, crd_dir=crd_dir, kubelet=False, state_file=state)
+        await kube.create(POD, pod("a-worker", {"ray.io/cluster": "a", "ray.io/node-type": "worker"}),
+                          namespace="default")
+        await object_event(js, s.Kind.POD, "a-worker")
+        assert pods.relists == 1, "resumed from the last resourceVersion, no relist needed"
+    finally:
+        await watcher.stop()
+        await kube.close()
+        await nc.close()
+        await server.stop()
+
+
+async def test_relist_on_410_publishes_deletions_and_changes_missed(
+        nats_server: NatsServer, crd_dir: Path, tmp_path: Path) -> None:
+    server = await start_apiserver(crd_dir=crd_dir, kubelet=False, history_size=5)
+    kubeconfig = write_kubeconfig(tmp_path / "kc", server.url)
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    watcher = await start_watcher(nats_server.url, kubeconfig)
+    index = next(i for i, inf in enumerate(watcher.informers) if inf.spec.kind is s.Kind.POD)
+    pods = watcher.informers[index]
+    try:
+        labels = {"ray.io/cluster": "b", "ray.io/node-type": "worker"}
+        for name in ("b-gone", "b-stays"):
+            await kube.create(POD, pod(name, labels), namespace="default")
+        await object_event(js, s.Kind.POD, "b-stays")
+        # Take the pod informer offline (a partitioned watcher) while the history window moves on.
+        watcher._tasks[index].cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher._tasks[index]
+        await kube.delete(POD, namespace="default", name="b-gone")
+        for i in range(8):
+            await kube.merge_patch(POD, namespace="default", name="b-stays",
+                                   patch={"metadata": {"annotations": {"n": str(i)}}})
+        watcher._tasks[index] = asyncio.create_task(pods.run())
+        gone, _ = await object_event(js, s.Kind.POD, "b-gone", pred=lambda e: e.type == "DELETED")
+        assert gone.object["metadata"]["name"] == "b-gone"
+        changed, _ = await object_event(js, s.Kind.POD, "b-stays",
+                                        pred=lambda e: e.object["metadata"].get("annotations", {}).get("n") == "7")
+        assert changed.type == "SYNC"
+        assert pods.relists == 2
+    finally:
+        await watcher.stop()
+        await kube.close()
+        await nc.close()
+        await server.stop()
+
+
+async def test_restarted_watcher_publishes_only_differences(nats_server: NatsServer, kubeconfig: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    labels = {"ray.io/cluster": "c", "ray.io/node-type": "worker"}
+    watcher = await start_watcher(nats_server.url, kubeconfig)
+    try:
+        for name in ("c-1", "c-2"):
+            await kube.create(POD, pod(name, labels), namespace="default")
+        _, seq = await object_event(js, s.Kind.POD, "c-2")
+        published = watcher.published
+        await watcher.stop()
+        await kube.delete(POD, namespace="default", name="c-1")
+        watcher = await start_watcher(nats_server.url, kubeconfig)
+        await object_event(js, s.Kind.POD, "c-1", pred=lambda e: e.type == "DELETED")
+        assert watcher.published == 1, "only the deletion missed while down is published again"
+        raw = await last_msg(js, s.STREAM_OBJECTS, s.object_subject(s.Kind.POD, "default", "c-2"))
+        assert raw.seq == seq and published >= 2
+    finally:
+        await watcher.stop()
+        await kube.close()
+        await nc.close()
