@@ -1,0 +1,190 @@
+"""Command executor against the local API server and a real nats-server: batches on the bus become
+pods and Events; AlreadyExists/NotFound are tolerated; status conflicts retried; garbage -> DLQ."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any
+
+import nats
+from nats.js import JetStreamContext
+
+from command_executor.app import CommandExecutorService, ExecutorSettings
+from raybus.adapters.kube import KubeClient, new_api_client, resource_for
+from raybus.bus import subjects as s
+from raybus.bus.envelopes import CommandBatch, ObjectKey, Outcome, Trigger
+from raybus.bus.publish import publish_commands
+from raybus.bus.streams import ensure_streams
+from raybus.decisions.commands import CreateObject, DeleteObject, ObjectRef, UpdateStatus
+from raybus.testing.servers import NatsServer
+from tests.integration.boundary.conftest import last_msg, until
+
+POD = resource_for("v1", "Pod")
+EVENT = resource_for("v1", "Event")
+RAYCLUSTER = resource_for("ray.io/v1", "RayCluster")
+_ids = itertools.count()
+
+
+def worker_pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"ray.io/cluster": "rc", "ray.io/node-type": "worker"}},
+            "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}}
+
+
+def batch(*commands: Any, reconcile_id: str | None = None, uid: str | None = None) -> CommandBatch:
+    return CommandBatch(key=ObjectKey(namespace="default", name="rc"), kind="raycluster", uid=uid,
+                        controller="cluster", reconcile_id=reconcile_id or f"r-{next(_ids)}",
+                        commands=list(commands))
+
+
+async def outcome(js: JetStreamContext, reconcile_id: str) -> Outcome:
+    async def get() -> Outcome | None:
+        raw = await last_msg(js, s.STREAM_OUTCOMES, s.outcome_subject("cluster", "default", "rc"))
+        out = Outcome.model_validate_json(raw.data) if raw is not None else None
+        return out if out is not None and out.reconcile_id == reconcile_id else None
+    return await until(get, what=f"outcome of {reconcile_id}")  # type: ignore[no-any-return]
+
+
+async def start_executor(nats_url: str, kubeconfig: Path, kube: KubeClient | None = None) -> CommandExecutorService:
+    service = CommandExecutorService(
+        ExecutorSettings(nats_url=nats_url, kubeconfig=str(kubeconfig), replica_id="x0", nak_delay_s=0.2),
+        kube=kube)
+    await service.start()
+    return service
+
+
+async def test_batches_create_and_delete_pods_idempotently_with_events(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    cluster = await kube.create(RAYCLUSTER, {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                                             "metadata": {"name": "rc"}, "spec": {}}, namespace="default")
+    uid = cluster["metadata"]["uid"]
+    service = await start_executor(nats_server.url, kubeconfig)
+    try:
+        create = CreateObject(reason="Created worker Pod default/rc-worker-a", object=worker_pod("rc-worker-a"),
+                              event_reason="CreatedWorkerPod")
+        first = batch(create, uid=uid)
+        await publish_commands(js, first)
+        await publish_commands(js, first)  # same reconcile_id: JetStream stores it once
+        again = batch(create, uid=uid)  # a new reconcile asking for the same pod: AlreadyExists
+        out1 = await outcome(js, first.reconcile_id)
+        await publish_commands(js, again)
+        out2 = await outcome(js, again.reconcile_id)
+        assert out1.results[0].ok and out1.results[0].code == 201
+        assert out2.results[0].ok and out2.results[0].code == 409
+        pods = await kube.list_page(POD, namespace="default", label_selector="ray.io/cluster=rc")
+        assert [p["metadata"]["name"] for p in pods["items"]] == ["rc-worker-a"]
+        events = (await kube.list_page(EVENT, namespace="default"))["items"]
+        created = [e for e in events if e["reason"] == "CreatedWorkerPod"]
+        assert created and created[0]["involvedObject"]["kind"] == "RayCluster"
+        assert created[0]["involvedObject"]["uid"] == uid and created[0]["type"] == "Normal"
+        assert created[0]["source"]["component"] == "raybus"
+        assert created[0]["message"] == "Created worker Pod default/rc-worker-a"
+        assert created[0]["count"] == 2  # the repeat bumped the same Event, like client-go
+        pod_uid = pods["items"][0]["metadata"]["uid"]
+        delete = DeleteObject(reason="Deleted worker Pod default/rc-worker-a", event_reason="DeletedWorkerPod",
+                              target=ObjectRef(api_version="v1", kind="Pod", namespace="default",
+                                               name="rc-worker-a", uid=pod_uid))
+        d1, d2 = batch(delete, uid=uid), batch(delete, uid=uid)
+        await publish_commands(js, d1)
+        assert (await outcome(js, d1.reconcile_id)).results[0].code == 200
+        await publish_commands(js, d2)
+        assert (await outcome(js, d2.reconcile_id)).results[0].code == 404  # NotFound tolerated
+        assert not (await kube.list_page(POD, namespace="default", label_selector="ray.io/cluster=rc"))["items"]
+        assert (await js.stream_info(s.STREAM_COMMANDS)).state.messages == 0
+    finally:
+        await service.stop()
+        await kube.close()
+        await nc.close()
+
+
+class ConflictingKube(KubeClient):
+    """Writes the object between the executor's GET and its PUT, once: a real 409 from the server."""
+
+    interfered = 0
+
+    async def get(self, res: Any, *, namespace: str | None, name: str) -> dict[str, Any]:
+        fresh = await super().get(res, namespace=namespace, name=name)
+        if res is RAYCLUSTER and not self.interfered:
+            self.interfered += 1
+            await self.merge_patch(res, namespace=namespace, name=name,
+                                   patch={"metadata": {"annotations": {"someone": "else"}}})
+        return fresh
+
+
+async def test_status_update_conflict_is_retried_against_fresh_state(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    cluster = await kube.create(RAYCLUSTER, {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                                             "metadata": {"name": "rc"}, "spec": {"x": 1}}, namespace="default")
+    racing = ConflictingKube(await new_api_client(str(kubeconfig)))
+    service = await start_executor(nats_server.url, kubeconfig, kube=racing)
+    try:
+        ref = ObjectRef(api_version="ray.io/v1", kind="RayCluster", namespace="default", name="rc",
+                        uid=cluster["metadata"]["uid"])
+        b = batch(UpdateStatus(reason="cluster ready", target=ref, status={"state": "ready"}))
+        await publish_commands(js, b)
+        result = (await outcome(js, b.reconcile_id)).results[0]
+        assert result.ok and "2 attempt" in result.message and racing.interfered == 1
+        fresh = await kube.get(RAYCLUSTER, namespace="default", name="rc")
+        assert fresh["status"] == {"state": "ready"}
+        assert fresh["metadata"]["annotations"] == {"someone": "else"}  # the other write survived
+        assert fresh["spec"] == {"x": 1}
+    finally:
+        await service.stop()
+        await kube.close()
+        await nc.close()
+
+
+async def test_failed_command_reports_kuberay_reason_and_triggers_reconciler(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    service = await start_executor(nats_server.url, kubeconfig)
+    try:
+        bad = worker_pod("rc-worker-bad")
+        bad["metadata"]["namespace"] = "no-such-namespace"
+        b = batch(CreateObject(reason="Created worker Pod", object=bad, event_reason="CreatedWorkerPod"),
+                  CreateObject(reason="Created worker Pod", object=worker_pod("rc-worker-next")))
+        await publish_commands(js, b)
+        out = await outcome(js, b.reconcile_id)
+        assert not out.results[0].ok and out.results[0].error_reason == "FailedCreateWorkerPod"
+        assert out.results[0].code == 404 and "skipped" in out.results[1].message
+        raw = await until(lambda: last_msg(js, s.STREAM_TRIGGERS, s.trigger_subject(
+            s.Controller.CLUSTER, namespace="default", name="rc")), what="failure trigger")
+        assert Trigger.model_validate_json(raw.data).cause.startswith("command failed: create")
+    finally:
+        await service.stop()
+        await nc.close()
+
+
+async def test_garbage_on_command_subject_ends_in_dead_letter_stream(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    service = await start_executor(nats_server.url, kubeconfig)
+    try:
+        subject = s.command_subject("cluster", "default", "rc")
+        await js.publish(subject, b"\x00not a batch")
+        raw = await until(lambda: last_msg(js, s.STREAM_DEAD_LETTERS, s.dead_letter_subject("command-executor")),
+                          what="dead letter")
+        assert raw.data == b"\x00not a batch" and raw.headers["Raybus-Dlq-Subject"] == subject
+        await asyncio.sleep(0.3)
+        assert (await js.stream_info(s.STREAM_COMMANDS)).state.messages == 0  # acked, not stuck
+        good = batch(CreateObject(reason="r", object=worker_pod("rc-worker-after-garbage")))
+        await publish_commands(js, good)
+        assert (await outcome(js, good.reconcile_id)).results[0].ok
+    finally:
+        await service.stop()
+        await nc.close()
