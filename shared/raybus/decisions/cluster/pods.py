@@ -229,7 +229,7 @@ def _reconcile_worker_group(plan: PodPlan, group: WorkerGroupSpec) -> ReconcileE
         plan.log(f"worker group {name} is suspended; deleting {deleted} Pods")
         return None
     hosts = group.num_of_hosts or 1
-    if hosts > 1 and plan.settings.gate_ray_multi_host_indexing:
+    if hosts > 1 and plan.settings.feature_gates.ray_multi_host_indexing:
         return reconcile_multi_host_worker_group(
             plan,
             group,
@@ -271,7 +271,7 @@ def _reconcile_worker_group(plan: PodPlan, group: WorkerGroupSpec) -> ReconcileE
     diff = desired - len(running)
     plan.log(f"worker group {name}: desired={desired} running={len(running)} diff={diff}")
     if diff > 0:
-        indexing = plan.settings.gate_ray_multi_host_indexing
+        indexing = plan.settings.feature_gates.ray_multi_host_indexing
         used: set[int] = set()
         for pod in running:
             raw = podutil.labels(pod).get(podutil.REPLICA_INDEX_LABEL)
@@ -356,7 +356,7 @@ def _reconcile_pods(plan: PodPlan) -> ReconcileError | None:
     cluster = plan.cluster
     cluster_hash = generate_hash_without_replicas_and_workers_to_delete(cluster.spec)
     suspend_status = find_suspend_status(cluster)
-    gate = plan.settings.gate_ray_cluster_status_conditions
+    gate = plan.settings.feature_gates.ray_cluster_status_conditions
     if suspend_status == RayClusterConditionType.SUSPENDING or (not gate and cluster.spec.suspend):
         deleted = plan.delete_all(
             plan.pods,

@@ -149,10 +149,11 @@ def _endpoints(
         port_name = port.get("name")
         if not port_name:
             continue
-        target = port.get("targetPort")
+        # The API server defaults targetPort to port; a Service this round is creating lacks it.
+        target = port.get("targetPort", port.get("port"))
         if port.get("nodePort"):
             endpoints[port_name] = str(port["nodePort"])
-        elif isinstance(target, int) and target != 0:
+        elif isinstance(target, int) and not isinstance(target, bool) and target != 0:
             endpoints[port_name] = str(target)
         elif isinstance(target, str) and target:
             endpoints[port_name] = target
@@ -194,7 +195,7 @@ def calculate_status(
     old: dict[str, Any] = cluster.status.to_dict() if cluster.status is not None else {}
     new: dict[str, Any] = {k: v for k, v in old.items()}
     conditions: list[dict[str, Any]] = [dict(c) for c in old.get("conditions") or []]
-    gate = settings.gate_ray_cluster_status_conditions
+    gate = settings.feature_gates.ray_cluster_status_conditions
 
     if gate:
         if reconcile_error is not None:

@@ -1,0 +1,259 @@
+"""rayClusterReconcile (``raycluster_controller.go``) as one pure function.
+
+``reconcile_cluster(snapshot, settings=..., now=..., entropy=...)`` takes everything the adapter
+observed for one RayCluster and returns the ordered commands, the updated scale expectations (to be
+persisted *before* the commands are published), the status to write (``None`` when
+``InconsistentRayClusterStatus`` says nothing changed) and the requeue delay.
+
+Order (KubeRay's): managedBy external -> skip; defaults; validation (Warning event, no requeue);
+deletionTimestamp -> nothing; owned objects (autoscaler RBAC, Ingress, head Service, headless
+Service, serve Service; create-only) -> reconcilePods -> calculateStatus.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from raybus.api import with_defaults
+from raybus.api.raycluster import RayCluster
+from raybus.api.validation_cluster import (
+    validate_managed_by,
+    validate_raycluster_metadata,
+    validate_raycluster_spec,
+    validate_raycluster_status,
+    validate_raycluster_upgrade_options,
+    validate_worker_group_names,
+)
+from raybus.decisions.cluster.expectations import ScaleExpectations
+from raybus.decisions.cluster.outcome import (
+    EVENT_TO_FAILURE,
+    REPLICA_FAILURE_REASONS,
+    ReconcileError,
+    cluster_ref,
+)
+from raybus.decisions.cluster.owned import reconcile_owned_objects
+from raybus.decisions.cluster.pods import reconcile_pods
+from raybus.decisions.cluster.settings import OperatorSettings
+from raybus.decisions.cluster.status import StatusError, calculate_status, inconsistent_status
+from raybus.decisions.commands import Command, PatchObject, RecordEvent
+
+# raycluster_controller.go DefaultRequeueDuration
+DEFAULT_REQUEUE_SECONDS = 2.0
+# utils.KubeRayController: the only managedBy value this operator reconciles.
+KUBERAY_OPERATOR = "ray.io/kuberay-operator"
+
+
+class CommandFailure(BaseModel):
+    """A command of the previous round the executor could not apply.
+
+    ``reason`` is KubeRay's ReplicaFailure reason (``FailedCreateWorkerPod`` ...) or the failed
+    command's ``event_reason`` (``CreatedWorkerPod`` ...), which is mapped to it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: str
+    message: str = ""
+
+
+class ClusterSnapshot(BaseModel):
+    """Everything the adapter observed for one RayCluster."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cluster: RayCluster
+    pods: list[dict[str, Any]] = Field(default_factory=list)  # label ray.io/cluster=<name>
+    services: list[dict[str, Any]] = Field(default_factory=list)
+    ingresses: list[dict[str, Any]] = Field(default_factory=list)
+    service_accounts: list[dict[str, Any]] = Field(default_factory=list)
+    roles: list[dict[str, Any]] = Field(default_factory=list)
+    role_bindings: list[dict[str, Any]] = Field(default_factory=list)
+    expectations: ScaleExpectations = Field(default_factory=ScaleExpectations)
+    last_failures: list[CommandFailure] = Field(default_factory=list)
+
+
+class ClusterDecision(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    commands: list[Command] = Field(default_factory=list)
+    expectations: ScaleExpectations = Field(default_factory=ScaleExpectations)
+    status: dict[str, Any] | None = None  # camelCase RayClusterStatus to write; None = unchanged
+    requeue_after: float | None = None  # seconds; None = no requeue
+    reasons: list[str] = Field(default_factory=list)
+
+
+def _managed_by_external(cluster: RayCluster) -> str | None:
+    """utils.ManagedByExternalController."""
+    managed_by = cluster.spec.managed_by
+    return managed_by if managed_by and managed_by != KUBERAY_OPERATOR else None
+
+
+def _validation_events(cluster: RayCluster, settings: OperatorSettings) -> tuple[list[Command], bool]:
+    """validateRayClusterMetadata / Spec / UpgradeOptions / Status -> Warning events.
+
+    Returns (events, requeue): only an invalid *status* is returned as an error (2 s requeue)."""
+    ref = cluster_ref(cluster)
+    where = f"{cluster.namespace}/{cluster.name}"
+    events: list[Command] = []
+    groups = [
+        (
+            "InvalidRayClusterMetadata",
+            f"The RayCluster metadata is invalid {where}",
+            validate_raycluster_metadata(cluster.metadata),
+        ),
+        (
+            "InvalidRayClusterSpec",
+            f"The RayCluster spec is invalid {where}",
+            validate_managed_by(cluster.spec.managed_by)
+            + validate_worker_group_names(cluster.spec)
+            + validate_raycluster_spec(
+                cluster.spec, cluster.metadata.annotations, gates=settings.feature_gates
+            )
+            + validate_raycluster_upgrade_options(cluster),
+        ),
+        (
+            "InvalidRayClusterStatus",
+            f"The RayCluster status is invalid {where}",
+            validate_raycluster_status(cluster),
+        ),
+    ]
+    requeue = False
+    for event_reason, prefix, errors in groups:
+        if errors:
+            events.append(
+                RecordEvent(
+                    reason=f"{prefix}: {'; '.join(errors)}",
+                    target=ref,
+                    type="Warning",
+                    event_reason=event_reason,
+                    message=f"{prefix}: {'; '.join(errors)}",
+                )
+            )
+            requeue = requeue or event_reason == "InvalidRayClusterStatus"
+    return events, requeue
+
+
+def failure_error(failures: list[CommandFailure]) -> ReconcileError | None:
+    """The previous round's executor failures as KubeRay's reconcile error (ReplicaFailure reason)."""
+    for failure in failures:
+        mapped = (
+            failure.reason
+            if failure.reason in REPLICA_FAILURE_REASONS
+            else EVENT_TO_FAILURE.get(failure.reason)
+        )
+        if mapped:
+            return ReconcileError(failure.message or failure.reason, mapped)
+    if failures:
+        return ReconcileError(failures[0].message or failures[0].reason)
+    return None
+
+
+def clear_workers_to_delete_patch(raw: RayCluster, groups: list[str]) -> PatchObject:
+    """Reset scaleStrategy.workersToDelete of ``groups`` on the CR.
+
+    A JSON merge patch replaces arrays wholesale, so the whole workerGroupSpecs list is sent (from the
+    raw, non-defaulted object) with ``metadata.resourceVersion`` as an optimistic-concurrency guard:
+    if the autoscaler changed the CR meanwhile the patch fails with a conflict instead of undoing it.
+    """
+    specs: list[dict[str, Any]] = []
+    for group in raw.spec.worker_group_specs or []:
+        body = group.to_dict()
+        if group.group_name in groups:
+            strategy = dict(body.get("scaleStrategy") or {})
+            strategy.pop("workersToDelete", None)
+            body["scaleStrategy"] = strategy
+        specs.append(body)
+    patch: dict[str, Any] = {"spec": {"workerGroupSpecs": specs}}
+    if raw.metadata.resource_version:
+        patch["metadata"] = {"resourceVersion": raw.metadata.resource_version}
+    return PatchObject(
+        reason=f"Clear scaleStrategy.workersToDelete of worker groups {sorted(groups)} after deleting them",
+        target=cluster_ref(raw),
+        merge_patch=patch,
+    )
+
+
+def reconcile_cluster(
+    snapshot: ClusterSnapshot, *, settings: OperatorSettings, now: datetime, entropy: str
+) -> ClusterDecision:
+    """rayClusterReconcile. Pure: no I/O, clock, env or randomness beyond the arguments."""
+    raw = snapshot.cluster
+    manager = _managed_by_external(raw)
+    if manager is not None:
+        return ClusterDecision(
+            expectations=snapshot.expectations,
+            reasons=[f"Skipping RayCluster managed by a custom controller: {manager}"],
+        )
+    cluster = with_defaults(raw)
+
+    events, requeue_invalid = _validation_events(cluster, settings)
+    if events:
+        return ClusterDecision(
+            commands=events,
+            expectations=snapshot.expectations,
+            requeue_after=DEFAULT_REQUEUE_SECONDS if requeue_invalid else None,
+            reasons=[e.reason for e in events],
+        )
+    if cluster.metadata.deletion_timestamp:
+        return ClusterDecision(
+            expectations=snapshot.expectations, reasons=["RayCluster is being deleted, just ignore"]
+        )
+
+    commands: list[Command] = []
+    reasons: list[str] = []
+    expectations = snapshot.expectations
+    owned = reconcile_owned_objects(cluster, snapshot=snapshot, settings=settings)
+    commands += owned.commands
+    reasons += owned.reasons
+    error = owned.error
+    if error is None:
+        pods = reconcile_pods(
+            cluster,
+            pods=list(snapshot.pods),
+            expectations=expectations,
+            settings=settings,
+            now=now,
+            entropy=entropy,
+        )
+        commands += pods.commands
+        reasons += pods.reasons
+        expectations = pods.expectations
+        error = pods.error
+        if pods.cleared_workers_to_delete:
+            commands.append(clear_workers_to_delete_patch(raw, pods.cleared_workers_to_delete))
+    if error is not None:
+        reasons.append(f"reconcile error: {error.message}")
+    previous = failure_error(list(snapshot.last_failures))
+    status_error = error or previous
+
+    status: dict[str, Any] | None = None
+    calculate_failed = False
+    try:
+        new_status = calculate_status(
+            cluster,
+            pods=list(snapshot.pods),
+            head_services=owned.head_services,
+            planned_head_service=owned.planned_head_service,
+            reconcile_error=status_error,
+            settings=settings,
+            now=now,
+        )
+    except StatusError as exc:
+        calculate_failed = True
+        reasons.append(f"Got error when calculating new status: {exc}")
+    else:
+        old = cluster.status.to_dict() if cluster.status is not None else None
+        if inconsistent_status(old, new_status):
+            status = new_status
+            reasons.append("status changed")
+
+    if status_error is not None or calculate_failed or status is not None:
+        requeue: float = DEFAULT_REQUEUE_SECONDS
+    else:
+        requeue = float(settings.raycluster_default_requeue_seconds)
+    return ClusterDecision(
+        commands=commands, expectations=expectations, status=status, requeue_after=requeue, reasons=reasons
+    )
