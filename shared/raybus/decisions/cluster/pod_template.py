@@ -213,7 +213,7 @@ def build_worker_pod(
 
     params = worker_ray_start_params(group)
     labels = label_pod(k.WORKER_NODE, cluster.name, group.group_name, _merged_labels(meta, group.labels))
-    if settings.gate_ray_multi_host_indexing:
+    if settings.feature_gates.ray_multi_host_indexing:
         labels[k.RAY_WORKER_REPLICA_INDEX_KEY] = str(replica_index or 0)
         if (group.num_of_hosts or 1) > 1:
             labels[k.RAY_WORKER_REPLICA_NAME_KEY] = replica_group_name or ""

@@ -6,28 +6,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from raybus.api.k8s_names import parse_generic_version
 from raybus.decisions.cluster import labels as k
 
-_GENERIC_VERSION_RE = re.compile(r"^v?([0-9]+(?:\.[0-9]+)*)(.*)$")
 UNIFIED_HEALTH_CHECK_MIN_VERSION = (2, 53, 0)
-
-
-def parse_generic_version(text: str) -> tuple[int, ...] | None:
-    """k8s.io/apimachinery version.ParseGeneric: >= 2 numeric components, trailing text ignored,
-    the first component must not be zero-prefixed. None when unparseable."""
-    match = _GENERIC_VERSION_RE.match(text.strip())
-    if not match:
-        return None
-    parts = match.group(1).split(".")
-    if len(parts) < 2 or (len(parts[0]) > 1 and parts[0].startswith("0")):
-        return None
-    return tuple(int(p) for p in parts)
 
 
 def supports_unified_health_check(ray_version: str | None) -> bool:
     """supportsUnifiedHealthCheck: Ray >= 2.53.0 serves one HTTP health endpoint (kuberay#4448)."""
-    parsed = parse_generic_version(ray_version or "")
-    if parsed is None:
+    try:
+        parsed = parse_generic_version(ray_version or "")
+    except ValueError:
         return False
     width = max(len(parsed), len(UNIFIED_HEALTH_CHECK_MIN_VERSION))
     padded = parsed + (0,) * (width - len(parsed))

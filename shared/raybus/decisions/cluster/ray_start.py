@@ -189,7 +189,9 @@ def generate_ray_start_command(
     add_well_known_accelerator_resources(params, limits)
     if node_type == k.HEAD_NODE:
         return f"ray start --head {convert_param_map(params)}"
-    return f"ray start {convert_param_map(params)}"
+    if node_type == k.WORKER_NODE:
+        return f"ray start {convert_param_map(params)}"
+    return ""  # KubeRay logs "a node must be either head or worker"
 
 
 def update_ray_start_params_labels(

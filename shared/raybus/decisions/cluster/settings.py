@@ -13,22 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-KUBERAY_VERSION = "v1.7.0"
+from raybus.api.settings import DEFAULT_FEATURE_GATES, FeatureGates
 
-# features/features.go (v1.7.0): gate name -> settings field, default value.
-FEATURE_GATES: dict[str, tuple[str, bool]] = {
-    "RayClusterStatusConditions": ("gate_ray_cluster_status_conditions", True),
-    "RayJobDeletionPolicy": ("gate_ray_job_deletion_policy", True),
-    "RayMultiHostIndexing": ("gate_ray_multi_host_indexing", True),
-    "RayServiceIncrementalUpgrade": ("gate_ray_service_incremental_upgrade", True),
-    "RayCronJob": ("gate_ray_cron_job", False),
-    "SidecarSubmitterRestart": ("gate_sidecar_submitter_restart", False),
-    "RayClusterNetworkPolicy": ("gate_ray_cluster_network_policy", False),
-    "GCSFaultToleranceEmbeddedStorage": ("gate_gcs_fault_tolerance_embedded_storage", False),
-    "RayClusterMTLS": ("gate_ray_cluster_mtls", False),
-    "RayClusterHistoryServer": ("gate_ray_cluster_history_server", False),
-    "KubernetesWAS": ("gate_kubernetes_was", False),
-}
+KUBERAY_VERSION = "v1.7.0"
 
 
 def _true(value: str | None) -> bool:
@@ -109,24 +96,11 @@ class OperatorSettings(BaseModel):
         "container's image (KubeRay's only behaviour; a raybus extension otherwise)",
     )
 
-    # --- feature gates (--feature-gates, features/features.go v1.7.0 defaults) ---
-    gate_ray_cluster_status_conditions: bool = Field(default=True, description="RayClusterStatusConditions")
-    gate_ray_job_deletion_policy: bool = Field(default=True, description="RayJobDeletionPolicy")
-    gate_ray_multi_host_indexing: bool = Field(
-        default=True, description="RayMultiHostIndexing: replica-index/-name and host-index worker labels"
+    # --- feature gates (--feature-gates; raybus.api.settings.FeatureGates, KubeRay v1.7.0 defaults) ---
+    feature_gates: FeatureGates = Field(
+        default=DEFAULT_FEATURE_GATES,
+        description="All KubeRay feature gates (RayMultiHostIndexing labels worker Pods, ...)",
     )
-    gate_ray_service_incremental_upgrade: bool = Field(
-        default=True, description="RayServiceIncrementalUpgrade"
-    )
-    gate_ray_cron_job: bool = Field(default=False, description="RayCronJob")
-    gate_sidecar_submitter_restart: bool = Field(default=False, description="SidecarSubmitterRestart")
-    gate_ray_cluster_network_policy: bool = Field(default=False, description="RayClusterNetworkPolicy")
-    gate_gcs_fault_tolerance_embedded_storage: bool = Field(
-        default=False, description="GCSFaultToleranceEmbeddedStorage"
-    )
-    gate_ray_cluster_mtls: bool = Field(default=False, description="RayClusterMTLS")
-    gate_ray_cluster_history_server: bool = Field(default=False, description="RayClusterHistoryServer")
-    gate_kubernetes_was: bool = Field(default=False, description="KubernetesWAS")
 
     @classmethod
     def from_env(
@@ -135,7 +109,7 @@ class OperatorSettings(BaseModel):
         """Settings from an environment mapping and a ``--feature-gates`` string ("A=true,B=false").
 
         Pure: the caller passes ``os.environ`` in. Unknown gates raise ``ValueError`` as KubeRay's
-        flag parsing does.
+        flag parsing does (FeatureGates.from_flag).
         """
         values: dict[str, Any] = {
             "enable_probes_injection": _not_false(env.get("ENABLE_PROBES_INJECTION")),
@@ -152,17 +126,6 @@ class OperatorSettings(BaseModel):
         requeue = env.get("RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV", "")
         if requeue.isdigit() and int(requeue) > 0:
             values["raycluster_default_requeue_seconds"] = int(requeue)
-        values.update(parse_feature_gates(feature_gates))
+        values["feature_gates"] = FeatureGates.from_flag(feature_gates)
         values.update(overrides)
         return cls(**values)
-
-
-def parse_feature_gates(spec: str) -> dict[str, bool]:
-    """``--feature-gates=RayMultiHostIndexing=false,RayCronJob=true`` -> settings field values."""
-    out: dict[str, bool] = {}
-    for item in filter(None, (part.strip() for part in spec.split(","))):
-        name, sep, raw = item.partition("=")
-        if not sep or name not in FEATURE_GATES or raw.lower() not in ("true", "false"):
-            raise ValueError(f"invalid feature gate {item!r}")
-        out[FEATURE_GATES[name][0]] = raw.lower() == "true"
-    return out
