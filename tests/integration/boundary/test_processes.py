@@ -1,0 +1,90 @@
+"""Both services as real processes (`python -m watcher`, `python -m command_executor`) against
+nats-server and the local API server: kubectl apply -> ObjectEvent + Trigger; a CommandBatch on
+the bus -> the executor creates the head pod -> the watcher publishes it and wakes the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+import nats
+
+from raybus.bus import subjects as s
+from raybus.bus.envelopes import CommandBatch, ObjectEvent, ObjectKey, Trigger
+from raybus.bus.publish import publish_commands
+from raybus.bus.streams import ensure_streams
+from raybus.decisions.commands import CreateObject
+from raybus.testing.servers import NatsServer
+from tests.conftest import REPO, SAMPLES
+from tests.integration.boundary.conftest import last_msg, until
+
+
+async def _spawn(module: str, nats_url: str, kubeconfig: Path, log: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", module, "--nats-url", nats_url, "--kubeconfig", str(kubeconfig),
+        "--replica-id", f"{module}-0", cwd=REPO, stdout=log.open("wb"), stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+async def test_services_as_processes_close_the_loop(nats_server: NatsServer, kubeconfig: Path,
+                                                    tmp_path: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    procs = [await _spawn("watcher", nats_server.url, kubeconfig, tmp_path / "watcher.log"),
+             await _spawn("command_executor", nats_server.url, kubeconfig, tmp_path / "executor.log")]
+    try:
+        kubectl = await asyncio.create_subprocess_exec(
+            "kubectl", "--kubeconfig", str(kubeconfig), "apply", "--validate=false", "-f",
+            str(SAMPLES / "ray-cluster.sample.yaml"), stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT)
+        out, _ = await kubectl.communicate()
+        assert kubectl.returncode == 0, out.decode()
+        name = "raycluster-kuberay"
+        raw = await until(lambda: last_msg(js, s.STREAM_OBJECTS, s.object_subject("raycluster", "default", name)),
+                          timeout=30, what="RayCluster ObjectEvent from the watcher process")
+        cluster = ObjectEvent.model_validate_json(raw.data)
+        await until(lambda: last_msg(js, s.STREAM_TRIGGERS, s.trigger_subject(
+            s.Controller.CLUSTER, namespace="default", name=name)), what="cluster trigger")
+        head = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"{name}-head", "labels": {"ray.io/cluster": name,
+                                                                 "ray.io/node-type": "head"}},
+                "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.52.0"}]}}
+        await publish_commands(js, CommandBatch(
+            key=ObjectKey(namespace="default", name=name), kind="raycluster", uid=cluster.uid,
+            controller="cluster", reconcile_id="e2e-1",
+            commands=[CreateObject(reason=f"Created head Pod default/{name}-head", object=head,
+                                   event_reason="CreatedHeadPod")]))
+
+        async def pod_event() -> ObjectEvent | None:
+            raw = await last_msg(js, s.STREAM_OBJECTS, s.object_subject("pod", "default", f"{name}-head"))
+            return ObjectEvent.model_validate_json(raw.data) if raw is not None else None
+
+        event = await until(pod_event, timeout=30, what="head pod created by executor, seen by watcher")
+        raw_seq = (await last_msg(js, s.STREAM_OBJECTS, s.object_subject("pod", "default", f"{name}-head"))).seq
+
+        async def fresh_trigger() -> Trigger | None:
+            raw = await last_msg(js, s.STREAM_TRIGGERS, s.trigger_subject(
+                s.Controller.CLUSTER, namespace="default", name=name))
+            trig = Trigger.model_validate_json(raw.data) if raw is not None else None
+            return trig if trig is not None and trig.objects_seq >= raw_seq else None
+
+        trig = await until(fresh_trigger, what="trigger caused by the head pod")
+        assert event.object["metadata"]["labels"]["ray.io/node-type"] == "head"
+        assert trig.cause.endswith(f"pod default/{name}-head")
+        # The executor's Event reached the API and the watcher does not publish Events.
+        assert await last_msg(js, s.STREAM_OUTCOMES, s.outcome_subject("cluster", "default", name))
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 10)
+        await nc.close()
+    for log in ("watcher.log", "executor.log"):
+        text = (tmp_path / log).read_text()
+        assert "Traceback" not in text, text[-3000:]
+        assert "raybus-sim" not in text  # the kubeconfig token never reaches a log line
