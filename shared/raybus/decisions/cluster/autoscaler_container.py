@@ -7,6 +7,7 @@ from typing import Any
 
 from raybus.api.raycluster import AutoscalerOptions, RayClusterSpec
 from raybus.decisions.cluster import labels as k
+from raybus.decisions.cluster.dicts import ensure_list
 from raybus.decisions.cluster.pod_env import field_ref_env
 from raybus.decisions.cluster.ray_start import container_command
 
@@ -71,7 +72,7 @@ def merge_autoscaler_overrides(container: dict[str, Any], options: AutoscalerOpt
         (options.volume_mounts, "volumeMounts"),
     ):
         if field:
-            container.setdefault(key, []).extend(copy.deepcopy(field))
+            ensure_list(container, key).extend(copy.deepcopy(field))
     if options.security_context is not None:
         container["securityContext"] = copy.deepcopy(options.security_context)
     if options.command:

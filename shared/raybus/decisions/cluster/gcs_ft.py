@@ -7,6 +7,7 @@ from typing import Any
 
 from raybus.api.raycluster import GcsFaultToleranceOptions, RayCluster, RedisCredential
 from raybus.decisions.cluster import labels as k
+from raybus.decisions.cluster.dicts import ensure_dict, ensure_list
 from raybus.decisions.cluster.pod_env import env_var_exists
 
 
@@ -52,13 +53,13 @@ def configure_gcs_fault_tolerance(
     """configureGCSFaultTolerance. ``head_params`` is the head group's rayStartParams (KubeRay writes
     ``redis-username``/``redis-password`` = ``$REDIS_*`` into it)."""
     enabled = is_gcs_fault_tolerance_enabled(cluster)
-    annotations: dict[str, str] = template.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations: dict[str, str] = ensure_dict(ensure_dict(template, "metadata"), "annotations")
     if node_type == k.HEAD_NODE:
         annotations[k.RAY_FT_ENABLED_ANNOTATION_KEY] = "true" if enabled else "false"
     if not enabled:
         return
     container = template["spec"]["containers"][k.RAY_CONTAINER_INDEX]
-    env: list[dict[str, Any]] = container.setdefault("env", [])
+    env: list[dict[str, Any]] = ensure_list(container, "env")
     if node_type == k.WORKER_NODE and not env_var_exists(k.RAY_GCS_RPC_SERVER_RECONNECT_TIMEOUT_S, env):
         # Workers outlive a ~120 s head restart instead of exiting after Ray's 60 s default.
         env.append(

@@ -11,6 +11,7 @@ from typing import Any
 
 from raybus.api.raycluster import AuthOptions
 from raybus.decisions.cluster import labels as k
+from raybus.decisions.cluster.dicts import ensure_list
 from raybus.decisions.cluster.kuberay_names import check_name, extract_ray_ip_from_fqdn
 
 Container = dict[str, Any]
@@ -22,7 +23,7 @@ def env_var_exists(name: str, env: Iterable[dict[str, Any]] | None) -> bool:
 
 
 def _env(container: Container) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = container.setdefault("env", [])
+    env: list[dict[str, Any]] = ensure_list(container, "env")
     return env
 
 
@@ -127,7 +128,7 @@ def set_container_token_auth_env_vars(
     if is_k8s_auth_enabled(auth):
         if not env_var_exists(k.RAY_ENABLE_K8S_TOKEN_AUTH_ENV_VAR, env):
             env.append({"name": k.RAY_ENABLE_K8S_TOKEN_AUTH_ENV_VAR, "value": "true"})
-        mounts: list[dict[str, Any]] = container.setdefault("volumeMounts", [])
+        mounts: list[dict[str, Any]] = ensure_list(container, "volumeMounts")
         if not any(m.get("name") == k.RAY_TOKEN_VOLUME_NAME for m in mounts):
             mounts.append(
                 {"name": k.RAY_TOKEN_VOLUME_NAME, "mountPath": k.RAY_TOKEN_MOUNT_PATH, "readOnly": True}
@@ -145,7 +146,7 @@ def set_container_token_auth_env_vars(
 
 def add_ray_token_volume(pod_spec: dict[str, Any]) -> None:
     """AddRayTokenVolume: projected service-account token volume for K8s token auth."""
-    volumes: list[dict[str, Any]] = pod_spec.setdefault("volumes", [])
+    volumes: list[dict[str, Any]] = ensure_list(pod_spec, "volumes")
     if any(v.get("name") == k.RAY_TOKEN_VOLUME_NAME for v in volumes):
         return
     volumes.append(

@@ -8,6 +8,7 @@ from typing import Any
 
 from raybus.api.raycluster import RayCluster
 from raybus.decisions.cluster import labels as k
+from raybus.decisions.cluster.dicts import ensure_list
 from raybus.decisions.cluster.kuberay_names import check_label, generate_identifier
 from raybus.decisions.cluster.ray_start import container_command
 
@@ -88,10 +89,10 @@ def add_empty_dir(
     A ``Memory`` volume is sized to the container's memory limit (else request), as in
     makeEmptyDirVolume; other media get no size limit.
     """
-    mounts: list[dict[str, Any]] = container.setdefault("volumeMounts", [])
+    mounts: list[dict[str, Any]] = ensure_list(container, "volumeMounts")
     if any(m.get("mountPath") == path for m in mounts):
         return
-    volumes: list[dict[str, Any]] = pod_spec.setdefault("volumes", [])
+    volumes: list[dict[str, Any]] = ensure_list(pod_spec, "volumes")
     if not any(v.get("name") == name for v in volumes):
         empty_dir: dict[str, Any] = {}
         if medium:
@@ -106,7 +107,7 @@ def add_empty_dir(
 
 def ensure_metrics_port(container: dict[str, Any]) -> None:
     """Add ``metrics: 8080`` unless the Ray container already has a port named metrics."""
-    ports: list[dict[str, Any]] = container.setdefault("ports", [])
+    ports: list[dict[str, Any]] = ensure_list(container, "ports")
     if not any(p.get("name") == k.METRICS_PORT_NAME for p in ports):
         ports.append({"name": k.METRICS_PORT_NAME, "containerPort": k.DEFAULT_METRICS_PORT})
 

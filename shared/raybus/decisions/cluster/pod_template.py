@@ -25,6 +25,7 @@ from raybus.decisions.cluster.autoscaler_container import (
     is_autoscaling_v2_enabled,
     merge_autoscaler_overrides,
 )
+from raybus.decisions.cluster.dicts import ensure_dict, ensure_list
 from raybus.decisions.cluster.gcs_ft import configure_gcs_fault_tolerance
 from raybus.decisions.cluster.kuberay_names import (
     check_name,
@@ -86,11 +87,11 @@ def worker_pod_name_prefix(cluster: RayCluster, group: WorkerGroupSpec) -> str:
 
 def _template(source: dict[str, Any], *, name: str, namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
     template = copy.deepcopy(source)
-    meta: dict[str, Any] = template.setdefault("metadata", {})
+    meta: dict[str, Any] = ensure_dict(template, "metadata")
     meta.pop("generateName", None)
     meta["name"] = name
     meta["namespace"] = namespace  # Pods are confined to the RayCluster's namespace.
-    spec: dict[str, Any] = template.setdefault("spec", {})
+    spec: dict[str, Any] = ensure_dict(template, "spec")
     if not spec.get("containers"):
         raise ValueError("the Pod template has no containers; the Ray container must be the first one")
     return template, meta
@@ -98,9 +99,7 @@ def _template(source: dict[str, Any], *, name: str, namespace: str) -> tuple[dic
 
 def _init_template_annotations(cluster: RayCluster, meta: dict[str, Any]) -> None:
     """initTemplateAnnotations: copy ray.io/overwrite-container-cmd from the RayCluster."""
-    annotations = meta.setdefault("annotations", {})
-    if annotations is None:
-        annotations = meta["annotations"] = {}
+    annotations = ensure_dict(meta, "annotations")
     if is_overwrite_ray_container_cmd(cluster.metadata.annotations):
         annotations[k.RAY_OVERWRITE_CONTAINER_CMD_ANNOTATION_KEY] = "true"
 
@@ -209,7 +208,7 @@ def build_worker_pod(
         init = wait_gcs_ready_container(
             ray, fqdn_ray_ip=fqdn, head_port=head_port, login_shell=settings.enable_login_shell
         )
-        pod_spec.setdefault("initContainers", []).append(init)
+        ensure_list(pod_spec, "initContainers").append(init)
 
     params = worker_ray_start_params(group)
     labels = label_pod(k.WORKER_NODE, cluster.name, group.group_name, _merged_labels(meta, group.labels))

@@ -11,6 +11,7 @@ from typing import Any
 
 from raybus.api.raycluster import RayCluster
 from raybus.decisions.cluster import labels as k
+from raybus.decisions.cluster.dicts import ensure_dict
 from raybus.decisions.cluster.kuberay_names import (
     check_label,
     generate_identifier,
@@ -105,8 +106,8 @@ def build_head_service(cluster: RayCluster, *, settings: OperatorSettings) -> di
 
     if head.head_service is not None:
         service = copy.deepcopy(head.head_service)
-        meta: dict[str, Any] = service.setdefault("metadata", {})
-        svc_spec: dict[str, Any] = service.setdefault("spec", {})
+        meta: dict[str, Any] = ensure_dict(service, "metadata")
+        svc_spec: dict[str, Any] = ensure_dict(service, "spec")
         svc_spec["selector"] = dict(selector)
         meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
         svc_spec["ports"] = [*(svc_spec.get("ports") or []), *ports]
