@@ -20,7 +20,9 @@ from raybus.decisions.cluster.expectations import (
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _expect(exp: ScaleExpectations, group: str, name: str, action: ScaleAction, at: datetime = T0) -> ScaleExpectations:
+def _expect(
+    exp: ScaleExpectations, group: str, name: str, action: ScaleAction, at: datetime = T0
+) -> ScaleExpectations:
     return expect_scale_pod(exp, group=group, pod_name=name, action=action, now=at)
 
 
@@ -39,7 +41,10 @@ def _expect(exp: ScaleExpectations, group: str, name: str, action: ScaleAction, 
 def test_is_pod_scaled_table(action: ScaleAction, pod_exists: bool, elapsed: int, satisfied: bool) -> None:
     exp = _expect(ScaleExpectations(), "g", "pod-a", action)
     ok, remaining = check_satisfied(
-        exp, group="g", existing_pod_names=["pod-a"] if pod_exists else [], now=T0 + timedelta(seconds=elapsed)
+        exp,
+        group="g",
+        existing_pod_names=["pod-a"] if pod_exists else [],
+        now=T0 + timedelta(seconds=elapsed),
     )
     assert ok is satisfied
     assert remaining.is_empty() is satisfied  # met expectations are dropped
@@ -84,12 +89,16 @@ def test_clear_and_json_round_trip() -> None:
     elapsed=st.integers(min_value=0, max_value=120),
     deletes=st.booleans(),
 )
-def test_satisfied_iff_nothing_pending(names: list[str], existing: set[str], elapsed: int, deletes: bool) -> None:
+def test_satisfied_iff_nothing_pending(
+    names: list[str], existing: set[str], elapsed: int, deletes: bool
+) -> None:
     exp = ScaleExpectations()
     action = ScaleAction.DELETE if deletes else ScaleAction.CREATE
     for name in names:
         exp = _expect(exp, "g", name, action)
-    ok, remaining = check_satisfied(exp, group="g", existing_pod_names=existing, now=T0 + timedelta(seconds=elapsed))
+    ok, remaining = check_satisfied(
+        exp, group="g", existing_pod_names=existing, now=T0 + timedelta(seconds=elapsed)
+    )
     assert ok == remaining.is_empty()
     # Checking again without changes is a fixed point.
     ok2, remaining2 = check_satisfied(

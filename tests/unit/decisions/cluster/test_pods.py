@@ -10,8 +10,8 @@ import pytest
 from raybus.api import with_defaults
 from raybus.decisions.cluster.expectations import HEAD_GROUP, ScaleAction, ScaleExpectations, expect_scale_pod
 from raybus.decisions.cluster.hashing import KUBERAY_VERSION_KEY, UPGRADE_STRATEGY_RECREATE_HASH_KEY
-from raybus.decisions.cluster.podutil import should_delete_pod
 from raybus.decisions.cluster.pods import reconcile_pods
+from raybus.decisions.cluster.podutil import should_delete_pod
 from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
 from raybus.decisions.cluster.settings import OperatorSettings
 from tests.unit.decisions.cluster.test_reconcile_helpers import (
@@ -44,7 +44,9 @@ from tests.unit.decisions.cluster.test_reconcile_helpers import (
     ],
 )
 @pytest.mark.parametrize("node_type", ["head", "worker"])
-def test_should_delete_pod(phase: str, terminated: bool, policy: str | None, expected: bool, node_type: str) -> None:
+def test_should_delete_pod(
+    phase: str, terminated: bool, policy: str | None, expected: bool, node_type: str
+) -> None:
     p = pod("p", node_type=node_type, phase=phase, terminated=terminated, restart_policy=policy)
     should, reason = should_delete_pod(p, node_type)
     assert should is expected
@@ -120,7 +122,9 @@ def test_more_than_one_head_is_an_error_without_deleting() -> None:
 
 
 def test_provisioned_cluster_with_head_restart_disabled_does_not_recreate_head() -> None:
-    status = {"conditions": [{"type": "RayClusterProvisioned", "status": "True", "reason": "x", "message": ""}]}
+    status = {
+        "conditions": [{"type": "RayClusterProvisioned", "status": "True", "reason": "x", "message": ""}]
+    }
     kw = {"annotations": {"ray.io/disable-provisioned-head-restart": "true"}, "status": status}
     d = run(kw, workers(2))
     assert not creates(d)
@@ -218,7 +222,9 @@ def test_suspended_worker_group_deletes_its_pods_only() -> None:
 
 
 def test_unsatisfied_group_expectations_skip_the_group() -> None:
-    exp = expect_scale_pod(ScaleExpectations(), group="small", pod_name="x", action=ScaleAction.DELETE, now=T0)
+    exp = expect_scale_pod(
+        ScaleExpectations(), group="small", pod_name="x", action=ScaleAction.DELETE, now=T0
+    )
     groups = [worker_group(replicas=5), worker_group("other", replicas=1)]
     d = run({"groups": groups}, [HEAD, pod("x")], expectations=exp, now_s=3600)
     assert [c.object["metadata"]["labels"]["ray.io/group"] for c in creates(d)] == ["other"]
@@ -293,9 +299,17 @@ def _hash_of(cluster_kw: dict[str, Any]) -> str:
 def test_recreate_on_spec_change_deletes_everything_and_clears_expectations() -> None:
     kw: dict[str, Any] = {"upgradeStrategy": {"type": "Recreate"}}
     old_hash = _hash_of({**kw, "rayVersion": "2.45.0"})
-    head = pod("demo-head-abcde", node_type="head", annotations={
-        UPGRADE_STRATEGY_RECREATE_HASH_KEY: old_hash, KUBERAY_VERSION_KEY: SETTINGS.kuberay_version})
-    exp = expect_scale_pod(ScaleExpectations(), group="small", pod_name="zz", action=ScaleAction.DELETE, now=T0)
+    head = pod(
+        "demo-head-abcde",
+        node_type="head",
+        annotations={
+            UPGRADE_STRATEGY_RECREATE_HASH_KEY: old_hash,
+            KUBERAY_VERSION_KEY: SETTINGS.kuberay_version,
+        },
+    )
+    exp = expect_scale_pod(
+        ScaleExpectations(), group="small", pod_name="zz", action=ScaleAction.DELETE, now=T0
+    )
     d = run({**kw, "rayVersion": "2.46.0"}, [head, *workers(2)], expectations=exp)
     assert len(deletes(d)) == 3 and not creates(d)
     assert d.expectations.is_empty()
@@ -304,16 +318,22 @@ def test_recreate_on_spec_change_deletes_everything_and_clears_expectations() ->
 def test_recreate_ignores_replica_changes() -> None:
     kw: dict[str, Any] = {"upgradeStrategy": {"type": "Recreate"}}
     h = _hash_of({**kw, "groups": [worker_group(replicas=1)]})
-    head = pod("demo-head-abcde", node_type="head", annotations={
-        UPGRADE_STRATEGY_RECREATE_HASH_KEY: h, KUBERAY_VERSION_KEY: SETTINGS.kuberay_version})
+    head = pod(
+        "demo-head-abcde",
+        node_type="head",
+        annotations={UPGRADE_STRATEGY_RECREATE_HASH_KEY: h, KUBERAY_VERSION_KEY: SETTINGS.kuberay_version},
+    )
     d = run({**kw, "groups": [worker_group(replicas=3)]}, [head, *workers(1)])
     assert not deletes(d) and len(creates(d)) == 2
 
 
 def test_recreate_skipped_when_operator_version_changed() -> None:
     kw: dict[str, Any] = {"upgradeStrategy": {"type": "Recreate"}, "groups": []}
-    head = pod("demo-head-abcde", node_type="head", annotations={
-        UPGRADE_STRATEGY_RECREATE_HASH_KEY: "OLDHASH", KUBERAY_VERSION_KEY: "v1.3.0"})
+    head = pod(
+        "demo-head-abcde",
+        node_type="head",
+        annotations={UPGRADE_STRATEGY_RECREATE_HASH_KEY: "OLDHASH", KUBERAY_VERSION_KEY: "v1.3.0"},
+    )
     d = run(kw, [head])
     assert not deletes(d)
     (patch,) = patches(d, "Pod")
@@ -329,7 +349,11 @@ def test_no_recreate_without_strategy() -> None:
 
 def test_reconcile_pods_direct_api() -> None:
     out = reconcile_pods(
-        with_defaults(make_cluster()), pods=[], expectations=ScaleExpectations(), settings=SETTINGS, now=T0,
+        with_defaults(make_cluster()),
+        pods=[],
+        expectations=ScaleExpectations(),
+        settings=SETTINGS,
+        now=T0,
         entropy="e",
     )
     assert out.error is None and len(out.commands) == 3 and out.cleared_workers_to_delete == []

@@ -30,7 +30,11 @@ def worker_group(name: str = "small", **kw: Any) -> dict[str, Any]:
         "template": {
             "spec": {
                 "containers": [
-                    {"name": "ray-worker", "image": "rayproject/ray:2.46.0", "resources": {"requests": {"cpu": "1"}}}
+                    {
+                        "name": "ray-worker",
+                        "image": "rayproject/ray:2.46.0",
+                        "resources": {"requests": {"cpu": "1"}},
+                    }
                 ]
             }
         },
@@ -97,7 +101,9 @@ def pod(
     ip: str = "10.0.0.1",
 ) -> dict[str, Any]:
     container = "ray-head" if node_type == "head" else "ray-worker"
-    state: dict[str, Any] = {"terminated": {"exitCode": 1, "reason": "Error"}} if terminated else {"running": {}}
+    state: dict[str, Any] = (
+        {"terminated": {"exitCode": 1, "reason": "Error"}} if terminated else {"running": {}}
+    )
     meta: dict[str, Any] = {
         "name": name,
         "namespace": "ns",
@@ -158,7 +164,9 @@ def running(manifest: dict[str, Any], *, ready: bool = True) -> dict[str, Any]:
         "phase": "Running",
         "podIP": "10.1.0.1",
         "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        "containerStatuses": [{"name": c["name"], "ready": ready, "state": {"running": {}}} for c in containers],
+        "containerStatuses": [
+            {"name": c["name"], "ready": ready, "state": {"running": {}}} for c in containers
+        ],
     }
     return obj
 
@@ -213,7 +221,10 @@ def apply(
                 patch.pop("metadata", None)
                 cluster = _merge(cluster, patch)
             elif cmd.target.kind == "Pod":
-                pods = [_merge(p, cmd.merge_patch) if p["metadata"]["name"] == cmd.target.name else p for p in pods]
+                pods = [
+                    _merge(p, cmd.merge_patch) if p["metadata"]["name"] == cmd.target.name else p
+                    for p in pods
+                ]
     if decision.status is not None:
         cluster["status"] = decision.status
     return ClusterSnapshot(

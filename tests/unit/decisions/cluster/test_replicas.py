@@ -44,7 +44,12 @@ def group(**kw: Any) -> WorkerGroupSpec:
     ],
 )
 def test_worker_group_desired_pods(
-    replicas: int | None, lo: int | None, hi: int | None, hosts: int | None, suspend: bool | None, expected: int
+    replicas: int | None,
+    lo: int | None,
+    hi: int | None,
+    hosts: int | None,
+    suspend: bool | None,
+    expected: int,
 ) -> None:
     g = group(replicas=replicas, min_replicas=lo, max_replicas=hi, num_of_hosts=hosts, suspend=suspend)
     assert worker_group_desired_pods(g) == expected
@@ -56,7 +61,10 @@ def cluster(groups: list[WorkerGroupSpec], head_resources: dict[str, Any] | None
         RayCluster.model_validate(
             {
                 "metadata": {"name": "c", "namespace": "ns"},
-                "spec": {"headGroupSpec": {"template": head}, "workerGroupSpecs": [g.to_dict() for g in groups]},
+                "spec": {
+                    "headGroupSpec": {"template": head},
+                    "workerGroupSpecs": [g.to_dict() for g in groups],
+                },
             }
         )
     )
@@ -117,7 +125,7 @@ def test_ready_and_available_count_only_workers() -> None:
         ("1n", "1n"),
     ],
 )
-def test_quantity_canonical_strings(raw: str | int | float, canonical: str) -> None:
+def test_quantity_canonical_strings(raw: str | float, canonical: str) -> None:
     assert format_quantity(parse_quantity(raw)) == canonical
 
 
@@ -131,14 +139,24 @@ def test_desired_resources_like_kuberay() -> None:
     worker_template = {
         "spec": {
             "containers": [
-                {"name": "w", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": 1}}},
+                {
+                    "name": "w",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": 1}},
+                },
                 {"name": "side", "resources": {"limits": {"cpu": "500m", "memory": "512Mi"}}},
             ]
         }
     }
     c = cluster(
         [
-            group(group_name="gpu", replicas=3, min_replicas=0, max_replicas=2, num_of_hosts=2, template=worker_template),
+            group(
+                group_name="gpu",
+                replicas=3,
+                min_replicas=0,
+                max_replicas=2,
+                num_of_hosts=2,
+                template=worker_template,
+            ),
             group(group_name="sus", replicas=5, suspend=True, template=worker_template),
         ],
         head_resources={"requests": {"cpu": "2", "memory": "4Gi", "google.com/tpu": "4"}},

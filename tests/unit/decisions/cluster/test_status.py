@@ -142,7 +142,9 @@ def test_last_failures_become_replica_failure_via_reconcile() -> None:
         cluster=make_cluster(),
         pods=[HEAD, *workers(1)],
         services=[head_service()],
-        last_failures=[CommandFailure(reason="CreatedWorkerPod", message='pods "x" is forbidden: exceeded quota')],
+        last_failures=[
+            CommandFailure(reason="CreatedWorkerPod", message='pods "x" is forbidden: exceeded quota')
+        ],
     )
     d = reconcile_cluster(snap, settings=SETTINGS, now=T0, entropy="e")
     assert d.status is not None
@@ -154,8 +156,12 @@ def test_last_failures_become_replica_failure_via_reconcile() -> None:
 
 def test_head_info_and_endpoints() -> None:
     s = status_of([HEAD], services=[head_service(cluster_ip="None")])
-    assert s["head"] == {"podIP": "10.0.0.9", "podName": "demo-head-abcde", "serviceIP": "10.0.0.9",
-                         "serviceName": "demo-head-svc"}
+    assert s["head"] == {
+        "podIP": "10.0.0.9",
+        "podName": "demo-head-abcde",
+        "serviceIP": "10.0.0.9",
+        "serviceName": "demo-head-svc",
+    }
     assert s["endpoints"] == {"dashboard": "8265", "gcs-server": "6379"}
     s = status_of([], services=[head_service(cluster_ip="10.96.0.5")])
     assert s["head"] == {"serviceIP": "10.96.0.5", "serviceName": "demo-head-svc"}
@@ -189,12 +195,20 @@ def test_set_condition_keeps_transition_time_when_status_unchanged() -> None:
     conditions: list[dict[str, Any]] = []
     set_condition(conditions, cond_type="X", status="True", reason="a", message="", now="t1")
     set_condition(conditions, cond_type="X", status="True", reason="b", message="m", now="t2")
-    assert conditions == [{"type": "X", "status": "True", "lastTransitionTime": "t1", "reason": "b", "message": "m"}]
+    assert conditions == [
+        {"type": "X", "status": "True", "lastTransitionTime": "t1", "reason": "b", "message": "m"}
+    ]
     set_condition(conditions, cond_type="X", status="False", reason="b", message="m", now="t3")
     assert conditions[0]["lastTransitionTime"] == "t3"
 
 
-BASE = {"state": "ready", "readyWorkerReplicas": 1, "desiredCPU": "1", "lastUpdateTime": "t1", "head": {"podIP": "1"}}
+BASE = {
+    "state": "ready",
+    "readyWorkerReplicas": 1,
+    "desiredCPU": "1",
+    "lastUpdateTime": "t1",
+    "head": {"podIP": "1"},
+}
 
 
 @pytest.mark.parametrize(
