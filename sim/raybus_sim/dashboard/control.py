@@ -15,7 +15,7 @@
                                                             "running_s" (null = hang), "finish_now": bool}``; for an
                                                             id not yet submitted the plan applies at submission
 ``POST   /sim/dashboards/{ns}/{c}/drivers``                 add a DRIVER job ``{"entrypoint", "running_s"}`` (200_*)
-``PUT    /sim/dashboards/{ns}/{c}/serve/apps/{app}/plan``   next deploy of app: ``{"deploy_s": s, "fail": import|ctor}``
+``PUT    /sim/dashboards/{ns}/{c}/serve/apps/{app}/plan``   next deploy: ``{"deploy_s", "fail": import|ctor, "deployments": [names]}``
 ``PUT    /sim/dashboards/{ns}/{c}/serve/apps/{app}/status`` ``{"status": "UNHEALTHY"|..|null, "message": str|null}``
 ``PUT    /sim/dashboards/{ns}/{c}/serve/proxy``             ``{"healthy": bool}`` (proxy ``/-/healthz`` 200 or 503)
 =========================================================  ============================================
@@ -175,7 +175,9 @@ def add_control_routes(app: web.Application, registry: DashboardRegistry) -> Non
             return _bad("fail must be import, ctor or null")
         deploy = body.get("deploy_s")
         state_of(request).serve.plans[request.match_info["app"]] = AppPlan(
-            deploy_s=None if deploy is None else float(deploy), fail=body.get("fail")
+            deploy_s=None if deploy is None else float(deploy),
+            fail=body.get("fail"),
+            deployments=body.get("deployments"),
         )
         return web.json_response({"applies": "next PUT containing the app"})
 

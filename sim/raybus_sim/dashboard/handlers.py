@@ -155,7 +155,13 @@ def get_serve(state: ClusterState, request: web.Request, now: float) -> web.Resp
     if api_type not in (None, "declarative", "imperative"):
         return text(400, texts.bad_api_type(api_type))
     browser = request.headers.get("User-Agent", "").startswith("Mozilla")
-    return json_ok(state.serve.details(now, imperative=api_type == "imperative", browser=browser))
+    details = state.serve.details(
+        now,
+        imperative=api_type == "imperative",
+        browser=browser,
+        proxy_starting_s=state.settings.proxy_starting_s,
+    )
+    return json_ok(details)
 
 
 async def put_serve(state: ClusterState, request: web.Request, now: float) -> web.Response:
@@ -163,12 +169,16 @@ async def put_serve(state: ClusterState, request: web.Request, now: float) -> we
     raw = await request.text()
     try:
         body = json.loads(raw)
-    except ValueError:
-        return text(500, texts.SERVE_PUT_BAD_JSON)
+    except ValueError as exc:
+        return text(500, texts.serve_put_bad_json(str(exc)))
     s = state.settings
     try:
         state.serve.put(
-            body, now, deploy_s=s.serve_deploy_s, blip_s=s.serve_unchanged_blip_s, delete_s=s.serve_delete_s
+            body,
+            now,
+            deploy_s=s.serve_deploy_s,
+            blip_s=s.serve_unchanged_blip_s,
+            delete_s=(s.serve_delete_s, s.serve_delete_unserved_s),
         )
     except ServeRejected as rejected:
         return text(rejected.status, rejected.text)

@@ -40,8 +40,10 @@ class ClusterSettings:
     ghost_window_s: float = 2.5  # DELETE this soon after the end -> ghost (39b); 5 s was clean (70-74)
     ghost_delay_s: float = 1.2  # supervisor dies this long after the DELETE (README §3)
     serve_deploy_s: float = 3.0
-    serve_unchanged_blip_s: float = 0.2  # README §4 "right after every PUT"
-    serve_delete_s: float = 0.5
+    serve_unchanged_blip_s: float = 0.1  # README §4 "right after every PUT" (captures: 0.02-0.09 s)
+    serve_delete_s: float = 0.5  # a removed app that was serving: DELETING this long (v6: 0.15-2.3 s)
+    serve_delete_unserved_s: float = 0.1  # removed while never serving (failed/first deploy): gone fast
+    proxy_starting_s: float = 0.1  # proxy STARTING right after Serve starts (serve_transition_trace_main)
     timeout_sleep_s: float = 3.0  # default sleep of a "timeout" fault: past KubeRay's 2 s client timeout
 
     def update(self, values: dict[str, Any]) -> None:

@@ -37,6 +37,7 @@ class ServeRejected(Exception):
 class AppPlan:
     deploy_s: float | None = None
     fail: str | None = None  # "import" | "ctor" | None
+    deployments: list[str] | None = None  # names the user's code would define
 
 
 @dataclass
@@ -46,6 +47,8 @@ class SimApp:
     deployed_at: float
     ready_at: float
     fail: str | None
+    served_before: bool = False  # an update of an app that was serving: keeps its route meanwhile
+    names: list[str] | None = None  # deployment names from a plan
     blip_until: float = 0.0
     deleting_until: float | None = None
     status_override: str | None = None
@@ -55,8 +58,8 @@ class SimApp:
         given = [
             d["name"] for d in self.config.get("deployments") or [] if isinstance(d, dict) and "name" in d
         ]
-        if given:
-            return given
+        if given or self.names:
+            return given or list(self.names or [])
         # The real name comes from the user's code; the sim uses the CamelCased attribute name.
         attr = str(self.config["import_path"]).replace(":", ".").rsplit(".", 1)[-1]
         return ["".join(part[:1].upper() + part[1:] for part in attr.split("_"))]
@@ -170,7 +173,10 @@ class ServeState:
     proxy_healthy: bool = True
     last_config: dict[str, Any] | None = None
 
-    def put(self, body: Any, now: float, *, deploy_s: float, blip_s: float, delete_s: float) -> None:
+    def put(
+        self, body: Any, now: float, *, deploy_s: float, blip_s: float, delete_s: tuple[float, float]
+    ) -> None:
+        """Apply a declarative config. `delete_s` = (for apps that were serving, for the others)."""
         apps = _validate(body)
         assert isinstance(body, dict)
         if self.started_at is None:
@@ -198,8 +204,18 @@ class ServeState:
             plan = self.plans.pop(name, AppPlan())
             fail = plan.fail if plan.fail is not None else _fail_from_import_path(str(cfg["import_path"]))
             wait = plan.deploy_s if plan.deploy_s is not None else deploy_s
+            old_status = None if old is None else self.app_status(old, now)
+            serving = old_status in ("RUNNING", "UNHEALTHY") or (
+                old_status == "DEPLOYING" and old and old.served_before
+            )
             wanted[name] = SimApp(
-                name=name, config=copy.deepcopy(cfg), deployed_at=now, ready_at=now + wait, fail=fail
+                name=name,
+                config=copy.deepcopy(cfg),
+                deployed_at=now,
+                ready_at=now + wait,
+                fail=fail,
+                served_before=bool(serving),
+                names=plan.deployments,
             )
         for name, old in self.apps.items():
             if name in wanted:
@@ -207,7 +223,8 @@ class ServeState:
             if self.app_status(old, now) == "DEPLOY_FAILED" and old.fail == "import":
                 continue  # README §4 v6: import-error apps vanished immediately
             if old.deleting_until is None:
-                old.deleting_until = now + delete_s
+                serving = self.app_status(old, now) in ("RUNNING", "UNHEALTHY") or old.served_before
+                old.deleting_until = now + (delete_s[0] if serving else delete_s[1])
             wanted[name] = old
         self.apps = wanted
 
@@ -235,17 +252,26 @@ class ServeState:
         out: dict[str, str] = {}
         for app in self.apps.values():
             status = self.app_status(app, now)
-            if status in ("RUNNING", "UNHEALTHY") or (status == "DEPLOY_FAILED" and app.fail == "ctor"):
+            updating = status == "DEPLOYING" and app.served_before
+            if (
+                status in ("RUNNING", "UNHEALTHY")
+                or updating
+                or (status == "DEPLOY_FAILED" and app.fail == "ctor")
+            ):
                 out[str(app.config.get("route_prefix", "/"))] = app.name
         return out
 
-    def details(self, now: float, *, imperative: bool, browser: bool) -> dict[str, Any]:
+    def details(
+        self, now: float, *, imperative: bool, browser: bool, proxy_starting_s: float = 0.1
+    ) -> dict[str, Any]:
         self.prune(now)
         if self.started_at is None:
             return copy.deepcopy(shapes.EMPTY_DETAILS)
         port = int(self.http_options.get("port", 8000))
         proxy_status = (
-            "STARTING" if now - self.started_at < 0.3 else ("HEALTHY" if self.proxy_healthy else "UNHEALTHY")
+            "STARTING"
+            if now - self.started_at < proxy_starting_s
+            else ("HEALTHY" if self.proxy_healthy else "UNHEALTHY")
         )
         apps = {} if imperative else {name: self._app(app, now) for name, app in self.apps.items()}
         out = {
@@ -268,8 +294,9 @@ class ServeState:
         message = ""
         deployments: dict[str, Any] = {}
         route: str | None = str(app.config.get("route_prefix", "/"))
-        fresh = (
+        fresh = (  # a first deployment (not an update) shows no route/deployments for a while
             status == "DEPLOYING"
+            and not app.served_before
             and now < app.ready_at
             and now < app.deployed_at + (app.ready_at - app.deployed_at) / 2
         )

@@ -110,12 +110,15 @@ def bad_api_type(value: str) -> str:
     return f"Invalid 'api_type' value: '{value}'. Must be one of: imperative, declarative"  # 112_*
 
 
-SERVE_PUT_BAD_JSON = (
-    f"{_HEAD}"
-    '  File "/opt/rayenv/lib/python3.11/site-packages/ray/dashboard/modules/serve/serve_head.py",'
-    " line 163, in put_all_applications\n    await req.json()\n"
-    "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)\n"
-)  # 180_serve_err_PUT_empty_body / malformed_json (500)
+def serve_put_bad_json(error: str) -> str:
+    """180_serve_err_PUT_empty_body / malformed_json (500): ends with the JSONDecodeError text."""
+    return (
+        f"{_HEAD}"
+        '  File "/opt/rayenv/lib/python3.11/site-packages/ray/dashboard/modules/serve/serve_head.py",'
+        " line 163, in put_all_applications\n    await req.json()\n"
+        f"json.decoder.JSONDecodeError: {error}\n"
+    )
+
 
 _PYD_HINT = "    For further information visit https://errors.pydantic.dev/2.14/v/{kind}"
 
