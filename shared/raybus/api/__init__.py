@@ -6,6 +6,13 @@ Pure code: no I/O, env or clock reads (enforced by an import-linter contract).
     cluster = RayCluster.model_validate(manifest_dict)
     cluster.spec.worker_group_specs[0].min_replicas
     cluster.to_manifest() == manifest_dict   # lossless
+    with_defaults(cluster)                   # CRD defaults + setDefaults, as a new object
+
+Modules: ``meta`` (RayModel, ObjectMeta, Condition), ``raycluster``/``rayjob``/``rayservice``/
+``raycronjob`` (models + StrEnum constants), ``load`` (parse_manifests/parse_object), ``defaults``,
+``settings`` (FeatureGates), ``predicates`` (IsAutoscalingEnabled & co.), ``validation``
+(validate_raycluster/validate_rayjob/validate_rayservice/validate_raycronjob/validate),
+``crdgen`` (``python -m raybus.api.crdgen deploy/crds``).
 """
 
 from raybus.api.defaults import spec_with_defaults, with_defaults

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raybus.api import (
     RayCluster,
@@ -195,3 +197,31 @@ def test_parse_object_by_kind_and_rejects_others() -> None:
     assert isinstance(parse_object({"apiVersion": "ray.io/v1", "kind": "RayService"}), RayService)
     with pytest.raises(NotARayObject):
         parse_object({"apiVersion": "v1", "kind": "Pod"})
+
+
+_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10, 10), st.text(max_size=5)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=10,
+)
+_unknown_keys = st.text(alphabet="abcdefghij", min_size=1, max_size=6).map(lambda k: "x" + k)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    spec_extra=st.dictionaries(_unknown_keys, _json, max_size=3),
+    group_extra=st.dictionaries(_unknown_keys, _json, max_size=3),
+    template=st.dictionaries(st.text(max_size=5), _json, max_size=4),
+    replicas=st.one_of(st.none(), st.integers(-5, 10)),
+)
+def test_round_trip_property(
+    spec_extra: dict[str, Any], group_extra: dict[str, Any], template: dict[str, Any], replicas: int | None
+) -> None:
+    group: dict[str, Any] = {"groupName": "g", "template": template, **group_extra}
+    if replicas is not None:
+        group["replicas"] = replicas
+    doc = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "p"},
+           "spec": {"headGroupSpec": {"template": template}, "workerGroupSpecs": [group], **spec_extra}}
+    assert RayCluster.model_validate(doc).to_manifest() == doc
+    job = {"apiVersion": "ray.io/v1", "kind": "RayJob", "spec": {"rayClusterSpec": doc["spec"], **spec_extra}}
+    assert RayJob.model_validate(job).to_manifest() == job
