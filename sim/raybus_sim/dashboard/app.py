@@ -31,67 +31,22 @@ from raybus_sim.dashboard.registry import ClusterState, DashboardRegistry, Fault
 
 REGISTRY_KEY = web.AppKey("dashboard_registry", DashboardRegistry)
 
-Handler = Callable[[ClusterState, web.Request, dict[str, str], float], Awaitable[web.Response]]
-
-
-async def _version(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return h.version(s)
-
-
-async def _gcs(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return h.gcs_healthz()
-
-
-async def _list(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return h.list_jobs(s, now)
-
-
-async def _submit(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return await h.submit_job(s, r, now)
-
-
-async def _get(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return h.get_job(s, m["id"], now)
-
-
-async def _logs(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return h.job_logs(s, m["id"], now)
-
-
-async def _stop(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return h.stop_job(s, m["id"], now)
-
-
-async def _delete(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return h.delete_job(s, m["id"], now)
-
-
-async def _serve_get(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return h.get_serve(s, r, now)
-
-
-async def _serve_put(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return await h.put_serve(s, r, now)
-
-
-async def _serve_delete(s: ClusterState, r: web.Request, m: dict[str, str], now: float) -> web.Response:
-    return h.delete_serve(s)
-
+Handler = Callable[[h.Call], Awaitable[web.Response]]
 
 _ID = r"(?P<id>[^/]+)"
 # (method, tail regex, endpoint name used for request counting, handler)
 ROUTES: list[tuple[str, re.Pattern[str], str, Handler]] = [
-    ("GET", re.compile(r"api/version"), "/api/version", _version),
-    ("GET", re.compile(r"api/gcs_healthz"), "/api/gcs_healthz", _gcs),
-    ("GET", re.compile(r"api/jobs/?"), "/api/jobs/", _list),
-    ("POST", re.compile(r"api/jobs/?"), "/api/jobs/", _submit),
-    ("GET", re.compile(rf"api/jobs/{_ID}/logs"), "/api/jobs/{id}/logs", _logs),
-    ("POST", re.compile(rf"api/jobs/{_ID}/stop"), "/api/jobs/{id}/stop", _stop),
-    ("GET", re.compile(rf"api/jobs/{_ID}"), "/api/jobs/{id}", _get),
-    ("DELETE", re.compile(rf"api/jobs/{_ID}"), "/api/jobs/{id}", _delete),
-    ("GET", re.compile(r"api/serve/applications/?"), "/api/serve/applications/", _serve_get),
-    ("PUT", re.compile(r"api/serve/applications/?"), "/api/serve/applications/", _serve_put),
-    ("DELETE", re.compile(r"api/serve/applications/?"), "/api/serve/applications/", _serve_delete),
+    ("GET", re.compile(r"api/version"), "/api/version", h.version),
+    ("GET", re.compile(r"api/gcs_healthz"), "/api/gcs_healthz", h.gcs_healthz),
+    ("GET", re.compile(r"api/jobs/?"), "/api/jobs/", h.list_jobs),
+    ("POST", re.compile(r"api/jobs/?"), "/api/jobs/", h.submit_job),
+    ("GET", re.compile(rf"api/jobs/{_ID}/logs"), "/api/jobs/{id}/logs", h.job_logs),
+    ("POST", re.compile(rf"api/jobs/{_ID}/stop"), "/api/jobs/{id}/stop", h.stop_job),
+    ("GET", re.compile(rf"api/jobs/{_ID}"), "/api/jobs/{id}", h.get_job),
+    ("DELETE", re.compile(rf"api/jobs/{_ID}"), "/api/jobs/{id}", h.delete_job),
+    ("GET", re.compile(r"api/serve/applications/?"), "/api/serve/applications/", h.get_serve),
+    ("PUT", re.compile(r"api/serve/applications/?"), "/api/serve/applications/", h.put_serve),
+    ("DELETE", re.compile(r"api/serve/applications/?"), "/api/serve/applications/", h.delete_serve),
 ]
 
 _HTML_502 = (
@@ -107,7 +62,7 @@ def _refuse(request: web.Request) -> web.Response:
     raise asyncio.CancelledError
 
 
-async def _apply_fault(fault: Fault, state: ClusterState, request: web.Request) -> web.Response | None:
+async def _apply_fault(fault: Fault, *, state: ClusterState, request: web.Request) -> web.Response | None:
     """Returns a garbage response, refuses, or (for "timeout") sleeps and lets the request proceed."""
     if fault.kind == "timeout":
         await asyncio.sleep(fault.sleep_s if fault.sleep_s is not None else state.settings.timeout_sleep_s)
@@ -117,9 +72,9 @@ async def _apply_fault(fault: Fault, state: ClusterState, request: web.Request) 
             status=200, body=b'{"type": "SUBMISSION", "status": "RUNN', content_type="application/json"
         )
     if fault.kind == "html_502":
-        return h.text(502, _HTML_502, "text/html")
+        return h.text(502, _HTML_502, content_type="text/html")
     if fault.kind == "html_200":
-        return h.text(200, "<!doctype html><html><body>Ray Dashboard</body></html>", "text/html")
+        return h.text(200, "<!doctype html><html><body>Ray Dashboard</body></html>", content_type="text/html")
     return _refuse(request)  # "reset"
 
 
@@ -146,6 +101,8 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
     )
     state = registry.get(namespace, cluster)
     method = request.method
+    match: dict[str, str]
+    handler: Handler | None
     if tail.startswith("serve/"):
         name, handler, match = "/serve/" + tail[6:], None, {}
     elif tail.startswith("agent/"):
@@ -160,12 +117,12 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
     state.requests["total"] += 1
     fault = state.take_fault("/" + tail)
     if fault is not None:
-        faulty = await _apply_fault(fault, state, request)
+        faulty = await _apply_fault(fault, state=state, request=request)
         if faulty is not None:
             return faulty
     now = registry.clock()
     if tail.startswith("serve/"):
-        response = h.proxy(state, tail[6:], now)
+        response = h.proxy(state, tail=tail[6:], now=now)
         return _refuse(request) if response is None else response
     if tail.startswith("agent/"):
         return h.agent(tail[6:])
@@ -176,7 +133,7 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         if match.get("method_not_allowed"):
             return h.text(405, "405: Method Not Allowed")
         return h.text(404, texts.NOT_FOUND)  # 00_dashboard_healthz, 00_dashboard_local_raylet_healthz_404
-    return await handler(state, request, match, now)
+    return await handler(h.Call(state=state, request=request, match=match, now=now))
 
 
 def create_dashboard_app(registry: DashboardRegistry) -> web.Application:

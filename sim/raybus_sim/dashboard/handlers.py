@@ -1,7 +1,7 @@
 """Request handlers of one simulated head: dashboard (:8265), Serve proxy (:8000) and agent (:52365).
 
 Status codes, content types and bodies follow the captures in /work/shared/ray-dashboard (names
-cited per handler). Handlers are plain functions of (cluster state, request, match, now).
+cited per handler). Every dashboard handler takes one `Call` (cluster state, request, path match, clock reading).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 import string
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -35,32 +36,44 @@ SUBMIT_FIELDS = frozenset(
 RESOURCE_FIELDS = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Call:
+    state: ClusterState
+    request: web.Request
+    match: dict[str, str]
+    now: float
+
+    @property
+    def job_id(self) -> str:
+        return self.match["id"]
+
+
 def json_ok(data: Any) -> web.Response:
     return web.json_response(data)  # application/json; charset=utf-8 like every success body
 
 
-def text(status: int, body: str, content_type: str = "text/plain") -> web.Response:
+def text(status: int, body: str, *, content_type: str = "text/plain") -> web.Response:
     return web.Response(status=status, text=body, content_type=content_type)
 
 
-def version(state: ClusterState) -> web.Response:
+async def version(call: Call) -> web.Response:
     """00_dashboard_version."""
     return json_ok(
         {
             "version": "4",
             "ray_version": texts.RAY_VERSION,
             "ray_commit": texts.RAY_COMMIT,
-            "session_name": state.session,
+            "session_name": call.state.session,
         }
     )
 
 
-def gcs_healthz() -> web.Response:
-    return text(200, "success", "application/text")  # 00_dashboard_gcs_healthz
+async def gcs_healthz(call: Call) -> web.Response:
+    return text(200, "success", content_type="application/text")  # 00_dashboard_gcs_healthz
 
 
-def list_jobs(state: ClusterState, now: float) -> web.Response:
-    return json_ok(state.jobs.listing(now))  # 37_*, 39c_*: insertion order (real order is unstable)
+async def list_jobs(call: Call) -> web.Response:
+    return json_ok(call.state.jobs.listing(call.now))  # 37_*, 39c_*: insertion order (real order is unstable)
 
 
 def _auto_id() -> str:
@@ -68,8 +81,9 @@ def _auto_id() -> str:
     return "raysubmit_" + "".join(secrets.choice(alphabet) for _ in range(16))  # 50_job_auto_id_*
 
 
-async def submit_job(state: ClusterState, request: web.Request, now: float) -> web.Response:
-    raw = await request.text()
+async def submit_job(call: Call) -> web.Response:
+    state, now = call.state, call.now
+    raw = await call.request.text()
     try:
         body = json.loads(raw)
     except ValueError:
@@ -113,18 +127,19 @@ def _missing(job_id: str) -> web.Response:
     return text(404, texts.job_not_found(job_id))  # 40_err_*
 
 
-def get_job(state: ClusterState, job_id: str, now: float) -> web.Response:
-    job = state.jobs.find(job_id, now)
-    return _missing(job_id) if job is None else json_ok(job.details(now))
+async def get_job(call: Call) -> web.Response:
+    job = call.state.jobs.find(call.job_id, call.now)
+    return _missing(call.job_id) if job is None else json_ok(job.details(call.now))
 
 
-def job_logs(state: ClusterState, job_id: str, now: float) -> web.Response:
-    job = state.jobs.find(job_id, now)
-    return _missing(job_id) if job is None else json_ok({"logs": job.logs(now)})  # 12_*, 32_*
+async def job_logs(call: Call) -> web.Response:
+    job = call.state.jobs.find(call.job_id, call.now)
+    return _missing(call.job_id) if job is None else json_ok({"logs": job.logs(call.now)})  # 12_*, 32_*
 
 
-def stop_job(state: ClusterState, job_id: str, now: float) -> web.Response:
+async def stop_job(call: Call) -> web.Response:
     """34_*: running -> stopped true; 36_*: terminal -> stopped false; 82_*: PENDING -> true."""
+    state, job_id, now = call.state, call.job_id, call.now
     job = state.jobs.find(job_id, now)
     if job is None:
         return _missing(job_id)
@@ -135,8 +150,9 @@ def stop_job(state: ClusterState, job_id: str, now: float) -> web.Response:
     return json_ok({"stopped": True})
 
 
-def delete_job(state: ClusterState, job_id: str, now: float) -> web.Response:
+async def delete_job(call: Call) -> web.Response:
     """38_*: terminal -> deleted true; 33_*/81_*: non-terminal -> 500 traceback."""
+    state, job_id, now = call.state, call.job_id, call.now
     job = state.jobs.find(job_id, now)
     if job is None:
         return _missing(job_id)
@@ -149,8 +165,9 @@ def delete_job(state: ClusterState, job_id: str, now: float) -> web.Response:
     return json_ok({"deleted": True})
 
 
-def get_serve(state: ClusterState, request: web.Request, now: float) -> web.Response:
+async def get_serve(call: Call) -> web.Response:
     """01_*, 111_*, 112_* (imperative / bogus), 185_* (browser redaction)."""
+    state, request, now = call.state, call.request, call.now
     api_type = request.query.get("api_type")
     if api_type not in (None, "declarative", "imperative"):
         return text(400, texts.bad_api_type(api_type))
@@ -164,9 +181,10 @@ def get_serve(state: ClusterState, request: web.Request, now: float) -> web.Resp
     return json_ok(details)
 
 
-async def put_serve(state: ClusterState, request: web.Request, now: float) -> web.Response:
+async def put_serve(call: Call) -> web.Response:
     """110_* (200, empty body, no content type), 180_* (500), 181_*/90_* (400)."""
-    raw = await request.text()
+    state, now = call.state, call.now
+    raw = await call.request.text()
     try:
         body = json.loads(raw)
     except ValueError as exc:
@@ -185,12 +203,12 @@ async def put_serve(state: ClusterState, request: web.Request, now: float) -> we
     return web.Response(status=200)
 
 
-def delete_serve(state: ClusterState) -> web.Response:
-    state.serve.shutdown()  # 100_*: 200, empty body
+async def delete_serve(call: Call) -> web.Response:
+    call.state.serve.shutdown()  # 100_*: 200, empty body
     return web.Response(status=200)
 
 
-def proxy(state: ClusterState, tail: str, now: float) -> web.Response | None:
+def proxy(state: ClusterState, *, tail: str, now: float) -> web.Response | None:
     """Serve proxy (120_*, 121_*, 162_*). None means "port closed" (Serve not running)."""
     serve = state.serve
     if serve.started_at is None:
@@ -217,7 +235,7 @@ def proxy(state: ClusterState, tail: str, now: float) -> web.Response | None:
 
 def agent(tail: str) -> web.Response:
     if tail == "api/local_raylet_healthz":
-        return text(200, "success", "application/text")  # 00_agent_local_raylet_healthz
+        return text(200, "success", content_type="application/text")  # 00_agent_local_raylet_healthz
     if tail == "api/healthz":
-        return text(200, "raylet: success\ngcs: success", "application/text")  # 00_agent_healthz
+        return text(200, "raylet: success\ngcs: success", content_type="application/text")  # 00_agent_healthz
     return text(404, texts.NOT_FOUND)

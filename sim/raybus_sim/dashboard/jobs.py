@@ -29,7 +29,7 @@ _PRINT = re.compile(r"""print\((?:'([^']*)'|"([^"]*)"|(\d+))""")
 _ECHO = re.compile(r"^echo\s+(.*)$")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class JobPlan:
     """How a job will evolve. `running_s=None` means it runs until stopped or re-planned."""
 
@@ -64,7 +64,7 @@ def _stdout(entrypoint: str) -> str:
     return next(g for g in match.groups() if g is not None) + "\n"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SimJob:
     submission_id: str | None
     entrypoint: str
@@ -183,7 +183,7 @@ class SimJob:
         }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class JobTable:
     """All job records of one head. Deleted jobs may come back as ghosts (see `delete`)."""
 

@@ -29,7 +29,7 @@ from raybus_sim.dashboard.serve import ServeState
 FAULT_KINDS = ("timeout", "invalid_json", "html_502", "html_200", "reset")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ClusterSettings:
     """Timings of one simulated head. Defaults follow README §3/§4 (print(1): RUNNING at 0.59 s,
     SUCCEEDED at 0.69 s; stop -> STOPPED in ~1.1 s; apps RUNNING in 3-7 s)."""
@@ -55,7 +55,7 @@ class ClusterSettings:
             setattr(self, key, float(value))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Fault:
     """Misbehave for the next `count` dashboard requests whose path contains `path_contains`."""
 
@@ -65,7 +65,7 @@ class Fault:
     path_contains: str = ""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ClusterState:
     namespace: str
     name: str

@@ -33,14 +33,14 @@ class ServeRejected(Exception):
         self.text = text
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AppPlan:
     deploy_s: float | None = None
     fail: str | None = None  # "import" | "ctor" | None
     deployments: list[str] | None = None  # names the user's code would define
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SimApp:
     name: str
     config: dict[str, Any]
@@ -162,7 +162,7 @@ def _validate(body: Any) -> list[dict[str, Any]]:
     return apps
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ServeState:
     session: str
     started_at: float | None = None
@@ -305,7 +305,7 @@ class ServeState:
             if status == "DEPLOY_FAILED":
                 message = texts.import_failed(app.name, str(app.config["import_path"]))
         else:
-            deployments = {n: self._deployment(app, n, status, now) for n in names}
+            deployments = {n: self._deployment(app, n, app_status=status, now=now) for n in names}
             if status == "DEPLOY_FAILED":
                 message = texts.ctor_failed_app(names)
             elif status == "UNHEALTHY":
@@ -328,8 +328,10 @@ class ServeState:
             else None,
         }
 
-    def _deployment(self, app: SimApp, name: str, app_status: str, now: float) -> dict[str, Any]:
-        dep_cfg = next((d for d in app.config.get("deployments") or [] if d.get("name") == name), {})
+    def _deployment(self, app: SimApp, name: str, *, app_status: str, now: float) -> dict[str, Any]:
+        dep_cfg: dict[str, Any] = next(
+            (d for d in app.config.get("deployments") or [] if d.get("name") == name), {}
+        )
         cfg = shapes.deployment_config(name, app.config, dep_cfg)
         num = cfg["num_replicas"] if isinstance(cfg["num_replicas"], int) else 1
         seed = f"{self.session}/{app.name}/{name}/{app.deployed_at}"
@@ -343,12 +345,14 @@ class ServeState:
             status, trigger = "DEPLOY_FAILED", "REPLICA_STARTUP_FAILED"
             message = texts.CTOR_FAILED_DEPLOYMENT.format(app=app.name, dep=name)
             dead = [
-                shapes.replica(app.name, name, f"{seed}/dead{i}", state="STOPPED", started=app.deployed_at)
+                shapes.replica(
+                    app.name, name, seed=f"{seed}/dead{i}", state="STOPPED", started=app.deployed_at
+                )
                 for i in range(3)
             ]
             num = 0
         replicas = [
-            shapes.replica(app.name, name, f"{seed}/{i}", state=state, started=app.deployed_at)
+            shapes.replica(app.name, name, seed=f"{seed}/{i}", state=state, started=app.deployed_at)
             for i in range(num)
         ]
         return shapes.deployment(

@@ -29,7 +29,7 @@ def _hex(seed: str, n: int) -> str:
     return out[:n]
 
 
-def _actor(seed: str, name: str, log: str) -> dict[str, Any]:
+def _actor(seed: str, *, name: str, log: str) -> dict[str, Any]:
     return {
         "node_id": NODE_ID,
         "node_ip": texts.NODE_IP,
@@ -42,11 +42,13 @@ def _actor(seed: str, name: str, log: str) -> dict[str, Any]:
 
 
 def controller_info(session: str) -> dict[str, Any]:
-    return _actor(session + "ctl", "SERVE_CONTROLLER_ACTOR", "/serve/controller_14199.log")
+    return _actor(session + "ctl", name="SERVE_CONTROLLER_ACTOR", log="/serve/controller_14199.log")
 
 
 def proxies(session: str, status: str) -> dict[str, Any]:
-    proxy = _actor(session + "proxy", f"SERVE_PROXY_ACTOR-{NODE_ID}", f"/serve/proxy_{texts.NODE_IP}.log")
+    proxy = _actor(
+        session + "proxy", name=f"SERVE_PROXY_ACTOR-{NODE_ID}", log=f"/serve/proxy_{texts.NODE_IP}.log"
+    )
     proxy["status"] = status
     return {NODE_ID: proxy}
 
@@ -152,9 +154,9 @@ def deployment_config(name: str, app_cfg: dict[str, Any], dep_cfg: dict[str, Any
     }
 
 
-def replica(app: str, dep: str, seed: str, *, state: str, started: float) -> dict[str, Any]:
+def replica(app: str, dep: str, *, seed: str, state: str, started: float) -> dict[str, Any]:
     rid = _hex(seed, 8)
-    out = _actor(seed, f"SERVE_REPLICA::{app}#{dep}#{rid}", f"/serve/replica_{app}_{dep}_{rid}.log")
+    out = _actor(seed, name=f"SERVE_REPLICA::{app}#{dep}#{rid}", log=f"/serve/replica_{app}_{dep}_{rid}.log")
     out.update(
         {"replica_id": rid, "state": state, "pid": 14000 + int(rid[:3], 16) % 1000, "start_time_s": started}
     )

@@ -40,7 +40,9 @@ REAL_TIMINGS = ClusterSettings(
 )
 
 
-def _plan(app: str, deploy_s: float, deployments: list[str] | None = None) -> tuple[str, str, dict[str, Any]]:
+def _plan(
+    app: str, deploy_s: float, *, deployments: list[str] | None = None
+) -> tuple[str, str, dict[str, Any]]:
     return ("PUT", f"/serve/apps/{app}/plan", {"deploy_s": deploy_s, "deployments": deployments})
 
 
@@ -57,7 +59,7 @@ HOOKS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
     "160_serve_v5_PUT_broken_apps": [
         _plan("app-badimport", 8.9),
         _plan("app-badattr", 8.9),
-        _plan("app-badctor", 6.8, ["Broken"]),
+        _plan("app-badctor", 6.8, deployments=["Broken"]),
     ],
     "190_serve_v7_PUT_flaky_ok": [_plan("app1", 0.1), _plan("app-flaky", 1.5)],
     "192_serve_v8_PUT_flaky_fail": [_plan("app-flaky", 0.4)],
@@ -84,7 +86,7 @@ FREE_FORM = {
 NAMED_MAPS = {"applications", "deployments", "proxies", "nodes"}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     name: str
     captured_status: int
@@ -127,7 +129,7 @@ def _sim_path(url: str, ids: dict[str, str]) -> str:
     return "/ns/rc" + prefix + "/".join(segments) + query
 
 
-def _learn_ids(captured: Any, sim: Any, ids: dict[str, str]) -> None:
+def _learn_ids(captured: Any, sim: Any, *, ids: dict[str, str]) -> None:
     """Map ids the real head generated to the ones the simulator generated (single objects only:
     list order is not stable, README §3)."""
     if not isinstance(captured, dict) or not isinstance(sim, dict):
@@ -180,22 +182,22 @@ async def _replay() -> dict[str, Outcome]:
                 else sim.text
             )
             if is_json:
-                _learn_ids(response["body"], sim_body, ids)
+                _learn_ids(response["body"], sim_body, ids=ids)
             outcomes[name] = Outcome(
-                name,
-                response["status_code"],
-                sim.status_code,
-                _media(response["headers"]),
-                _media(sim.headers),
-                response["body"],
-                sim_body,
-                is_json,
+                name=name,
+                captured_status=response["status_code"],
+                sim_status=sim.status_code,
+                captured_type=_media(response["headers"]),
+                sim_type=_media(sim.headers),
+                captured_body=response["body"],
+                sim_body=sim_body,
+                is_json=is_json,
             )
     await runner.cleanup()
     return outcomes
 
 
-def shape_diff(captured: Any, sim: Any, path: str = "$") -> list[str]:
+def shape_diff(captured: Any, sim: Any, *, path: str = "$") -> list[str]:
     """Differences in key sets between two JSON values (values themselves are not compared)."""
     if isinstance(captured, dict) and isinstance(sim, dict):
         name = path.rsplit(".", 1)[-1]
@@ -203,7 +205,7 @@ def shape_diff(captured: Any, sim: Any, path: str = "$") -> list[str]:
             return []
         if name in NAMED_MAPS:
             shared = captured.keys() & sim.keys()
-            return [d for k in sorted(shared) for d in shape_diff(captured[k], sim[k], f"{path}.{k}")]
+            return [d for k in sorted(shared) for d in shape_diff(captured[k], sim[k], path=f"{path}.{k}")]
         diffs = (
             [f"{path}: keys {sorted(captured.keys() ^ sim.keys())} differ"]
             if captured.keys() != sim.keys()
@@ -212,10 +214,10 @@ def shape_diff(captured: Any, sim: Any, path: str = "$") -> list[str]:
         return diffs + [
             d
             for k in sorted(captured.keys() & sim.keys())
-            for d in shape_diff(captured[k], sim[k], f"{path}.{k}")
+            for d in shape_diff(captured[k], sim[k], path=f"{path}.{k}")
         ]
     if isinstance(captured, list) and isinstance(sim, list) and captured and sim:
-        return shape_diff(captured[0], sim[0], f"{path}[0]")
+        return shape_diff(captured[0], sim[0], path=f"{path}[0]")
     if captured is not None and sim is not None and type(captured) is not type(sim):
         numbers = {int, float}
         if {type(captured), type(sim)} <= numbers:

@@ -11,7 +11,7 @@ from raybus.adapters.dashboard_models import JobDetails, JobStatus, JobSubmitReq
 from tests.integration.dashboard.conftest import Sim
 
 
-async def wait_terminal(client: RayDashboardClient, job_id: str, timeout: float = 5.0) -> JobDetails:
+async def wait_terminal(client: RayDashboardClient, job_id: str, *, timeout: float = 5.0) -> JobDetails:
     seen: list[JobStatus] = []
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:

@@ -20,7 +20,7 @@ def config(name: str) -> dict[str, Any]:
 
 
 async def wait_statuses(
-    client: RayDashboardClient, want: dict[str, ApplicationStatus], timeout: float = 5.0
+    client: RayDashboardClient, want: dict[str, ApplicationStatus], *, timeout: float = 5.0
 ) -> dict[str, ServeApplicationStatus]:
     deadline = asyncio.get_running_loop().time() + timeout
     statuses: dict[str, ServeApplicationStatus] = {}
