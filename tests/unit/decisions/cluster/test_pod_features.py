@@ -14,6 +14,7 @@ from tests.unit.decisions.cluster.test_pod_fixtures import (
     cluster,
     env,
     env_value,
+    first_group,
     head,
     ray_container,
     worker,
@@ -24,7 +25,7 @@ from tests.unit.decisions.cluster.test_pod_fixtures import (
 
 def test_default_init_container() -> None:
     rc = cluster()
-    tmpl = rc.spec.worker_group_specs[0].template["spec"]["containers"][0]  # type: ignore[index]
+    tmpl = first_group(rc).template["spec"]["containers"][0]
     tmpl["imagePullPolicy"] = "Always"
     tmpl["volumeMounts"] = [{"name": "tls", "mountPath": "/etc/tls"}]
     tmpl["securityContext"] = {"runAsUser": 1000}
@@ -61,14 +62,16 @@ def test_init_container_injection_can_be_disabled() -> None:
 def test_user_init_containers_come_first_and_get_fq_ray_ip() -> None:
     rc = cluster()
     rc.spec.head_group_spec.template["spec"]["initContainers"] = [{"name": "setup", "image": "busybox"}]
-    rc.spec.worker_group_specs[0].template["spec"]["initContainers"] = [{"name": "setup", "image": "busybox"}]  # type: ignore[index]
+    first_group(rc).template["spec"]["initContainers"] = [{"name": "setup", "image": "busybox"}]
     h, w = head(rc), worker(rc)
     assert env_value(h["spec"]["initContainers"][0], "FQ_RAY_IP") == FQDN  # head init containers too
     assert [c["name"] for c in w["spec"]["initContainers"]] == ["setup", "wait-gcs-ready"]
 
 
 def test_custom_head_port_and_service_name_flow_into_worker() -> None:
-    rc = cluster(headGroupSpec={**cluster().spec.head_group_spec.to_dict(), "rayStartParams": {"port": "6380"}})
+    rc = cluster(
+        headGroupSpec={**cluster().spec.head_group_spec.to_dict(), "rayStartParams": {"port": "6380"}}
+    )
     rc.spec.head_group_spec.head_service = {"metadata": {"name": "my-head"}}
     pod = worker(rc, OperatorSettings(cluster_domain="corp.local"))
     ray = ray_container(pod)
@@ -129,7 +132,7 @@ def test_exec_probes_before_ray_2_53(
 def test_http_probes_from_ray_2_53(node: str) -> None:
     rc = cluster(rayVersion="2.53.0")
     rc.spec.head_group_spec.ray_start_params = {"dashboard-agent-listen-port": "12345"}
-    rc.spec.worker_group_specs[0].ray_start_params = {"dashboard-agent-listen-port": "12345"}  # type: ignore[index]
+    first_group(rc).ray_start_params = {"dashboard-agent-listen-port": "12345"}
     ray = ray_container(head(rc) if node == "head" else worker(rc))
     for probe in (ray["livenessProbe"], ray["readinessProbe"]):
         assert probe["httpGet"] == {"path": "/api/healthz", "port": 12345}
@@ -139,7 +142,7 @@ def test_http_probes_from_ray_2_53(node: str) -> None:
 def test_ray_service_worker_readiness_stays_exec_on_new_ray() -> None:
     rc = cluster(rayVersion="2.54.1")
     rc.metadata.labels = {"ray.io/originated-from-crd": "RayService"}
-    rc.spec.worker_group_specs[0].template["spec"]["containers"][0]["ports"] = [{"name": "serve", "containerPort": 9000}]  # type: ignore[index]
+    first_group(rc).template["spec"]["containers"][0]["ports"] = [{"name": "serve", "containerPort": 9000}]
     ray = ray_container(worker(rc))
     assert "httpGet" in ray["livenessProbe"]
     assert "httpGet" not in ray["readinessProbe"]
@@ -228,7 +231,11 @@ def test_gcs_ft_storage_namespace_defaults_to_uid() -> None:
 @pytest.mark.parametrize(
     ("options", "expected_env", "params_in_cmd"),
     [
-        ({"redisAddress": "redis:6379"}, {"RAY_REDIS_ADDRESS": {"name": "RAY_REDIS_ADDRESS", "value": "redis:6379"}}, []),
+        (
+            {"redisAddress": "redis:6379"},
+            {"RAY_REDIS_ADDRESS": {"name": "RAY_REDIS_ADDRESS", "value": "redis:6379"}},
+            [],
+        ),
         (
             {"redisAddress": "redis:6379", "redisPassword": {"value": "test-password"}},
             {"REDIS_PASSWORD": {"name": "REDIS_PASSWORD", "value": "test-password"}},
@@ -241,14 +248,25 @@ def test_gcs_ft_storage_namespace_defaults_to_uid() -> None:
                 "redisPassword": {"valueFrom": {"secretKeyRef": {"name": "s", "key": "pw"}}},
             },
             {
-                "REDIS_USERNAME": {"name": "REDIS_USERNAME", "valueFrom": {"secretKeyRef": {"name": "s", "key": "user"}}},
-                "REDIS_PASSWORD": {"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "s", "key": "pw"}}},
+                "REDIS_USERNAME": {
+                    "name": "REDIS_USERNAME",
+                    "valueFrom": {"secretKeyRef": {"name": "s", "key": "user"}},
+                },
+                "REDIS_PASSWORD": {
+                    "name": "REDIS_PASSWORD",
+                    "valueFrom": {"secretKeyRef": {"name": "s", "key": "pw"}},
+                },
             },
             ["--redis-username=$REDIS_USERNAME", "--redis-password=$REDIS_PASSWORD"],
         ),
         (
             {"redisAddress": "redis:6379", "externalStorageNamespace": "from-options"},
-            {"RAY_external_storage_namespace": {"name": "RAY_external_storage_namespace", "value": "from-options"}},
+            {
+                "RAY_external_storage_namespace": {
+                    "name": "RAY_external_storage_namespace",
+                    "value": "from-options",
+                }
+            },
             [],
         ),
     ],
@@ -274,7 +292,7 @@ def test_gcs_ft_with_options(
 
 def test_worker_reconnect_timeout_not_overridden() -> None:
     rc = _gcs_ft_cluster(None, {"redisAddress": "redis:6379"})
-    rc.spec.worker_group_specs[0].template["spec"]["containers"][0]["env"].append(  # type: ignore[index]
+    first_group(rc).template["spec"]["containers"][0]["env"].append(
         {"name": "RAY_gcs_rpc_server_reconnect_timeout_s", "value": "60"}
     )
     ray = ray_container(worker(rc))
@@ -287,15 +305,24 @@ def test_worker_reconnect_timeout_not_overridden() -> None:
 def test_token_auth_from_generated_secret() -> None:
     rc = cluster(enableInTreeAutoscaling=True, authOptions={"mode": "token"})
     h, w = head(rc), worker(rc)
-    token = {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {"name": "raycluster-sample", "key": "auth_token"}}}
-    for container in (ray_container(h), h["spec"]["containers"][1], ray_container(w), w["spec"]["initContainers"][0]):
+    token = {
+        "name": "RAY_AUTH_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "raycluster-sample", "key": "auth_token"}},
+    }
+    for container in (
+        ray_container(h),
+        h["spec"]["containers"][1],
+        ray_container(w),
+        w["spec"]["initContainers"][0],
+    ):
         assert env(container, "RAY_AUTH_MODE") == {"name": "RAY_AUTH_MODE", "value": "token"}
         assert env(container, "RAY_AUTH_TOKEN") == token
 
 
 def test_token_auth_with_secret_name_and_disabled_mode() -> None:
     rc = cluster(authOptions={"mode": "token", "secretName": "my-token"})
-    assert env(ray_container(head(rc)), "RAY_AUTH_TOKEN")["valueFrom"]["secretKeyRef"]["name"] == "my-token"  # type: ignore[index]
+    token = env(ray_container(head(rc)), "RAY_AUTH_TOKEN")
+    assert token is not None and token["valueFrom"]["secretKeyRef"]["name"] == "my-token"
     rc = cluster(authOptions={"mode": "disabled"})
     assert env(ray_container(head(rc)), "RAY_AUTH_MODE") is None
 
@@ -306,12 +333,15 @@ def test_k8s_token_auth() -> None:
     ray = ray_container(pod)
     assert env_value(ray, "RAY_ENABLE_K8S_TOKEN_AUTH") == "true"
     assert env(ray, "RAY_AUTH_TOKEN") is None
-    assert {"name": "ray-token", "mountPath": "/var/run/secrets/ray.io/serviceaccount", "readOnly": True} in ray[
-        "volumeMounts"
-    ]
-    assert {"name": "ray-token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}} in pod[
-        "spec"
-    ]["volumes"]
+    assert {
+        "name": "ray-token",
+        "mountPath": "/var/run/secrets/ray.io/serviceaccount",
+        "readOnly": True,
+    } in ray["volumeMounts"]
+    assert {
+        "name": "ray-token",
+        "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+    } in pod["spec"]["volumes"]
 
 
 # ---- labels (TestLabelPod*, multi-host indexing) --------------------------------------------------------
@@ -364,16 +394,20 @@ def test_long_cluster_name_identifier_label_is_clipped() -> None:
 )
 def test_multi_host_index_labels(num_of_hosts: int, gate: bool, expected: dict[str, str]) -> None:
     rc = cluster()
-    rc.spec.worker_group_specs[0].num_of_hosts = num_of_hosts  # type: ignore[index]
+    first_group(rc).num_of_hosts = num_of_hosts
     settings = OperatorSettings(feature_gates=FeatureGates(ray_multi_host_indexing=gate))
     pod = worker(rc, settings, replica_group_name="small-group-abc", replica_index=2, host_index=3)
-    keys = ("ray.io/worker-group-replica-index", "ray.io/worker-group-replica-name", "ray.io/replica-host-index")
+    keys = (
+        "ray.io/worker-group-replica-index",
+        "ray.io/worker-group-replica-name",
+        "ray.io/replica-host-index",
+    )
     assert {key: value for key, value in pod["metadata"]["labels"].items() if key in keys} == expected
 
 
 def test_group_resources_override_ray_start_params() -> None:  # TestUpdateRayStartParamsResources (pod level)
     rc = cluster()
-    group = rc.spec.worker_group_specs[0]  # type: ignore[index]
+    group = first_group(rc)
     group.resources = {"CPU": "8", "memory": "2Gi", "GPU": "1", "TPU": "4"}
     args = ray_container(worker(rc))["args"][0]
     assert "--num-cpus=8" in args

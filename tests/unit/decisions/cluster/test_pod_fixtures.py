@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from raybus.api.raycluster import RayCluster
+from raybus.api.raycluster import RayCluster, WorkerGroupSpec
 from raybus.decisions.cluster.pod_template import build_head_pod, build_worker_pod
 from raybus.decisions.cluster.settings import OperatorSettings
 
@@ -68,19 +68,28 @@ def cluster(**spec_updates: Any) -> RayCluster:
     return RayCluster.from_dict(data)
 
 
+def first_group(rc: RayCluster) -> WorkerGroupSpec:
+    assert rc.spec.worker_group_specs
+    return rc.spec.worker_group_specs[0]
+
+
 def head(rc: RayCluster, settings: OperatorSettings | None = None) -> dict[str, Any]:
-    return build_head_pod(rc, settings=settings or OperatorSettings(), name="raycluster-sample-head-abcde")
+    pod: dict[str, Any] = build_head_pod(
+        rc, settings=settings or OperatorSettings(), name="raycluster-sample-head-abcde"
+    )
+    return pod
 
 
 def worker(rc: RayCluster, settings: OperatorSettings | None = None, **kwargs: Any) -> dict[str, Any]:
     assert rc.spec.worker_group_specs
-    return build_worker_pod(
+    pod: dict[str, Any] = build_worker_pod(
         rc,
         rc.spec.worker_group_specs[0],
         settings=settings or OperatorSettings(),
         name="raycluster-sample-small-group-worker-abcde",
         **kwargs,
     )
+    return pod
 
 
 def ray_container(pod: dict[str, Any]) -> dict[str, Any]:

@@ -12,22 +12,27 @@ from raybus.api.raycluster import RayCluster
 from raybus.decisions.cluster.kuberay_names import check_label, check_name
 from raybus.decisions.cluster.pod_template import build_head_pod, build_worker_pod
 from raybus.decisions.cluster.settings import OperatorSettings
-from tests.unit.decisions.cluster.test_pod_fixtures import INSTANCE
+from tests.unit.decisions.cluster.test_pod_fixtures import INSTANCE, first_group
 
 PROTECTED = ("ray.io/node-type", "ray.io/group", "ray.io/cluster")
 label_keys = st.one_of(
-    st.sampled_from([*PROTECTED, "ray.io/is-ray-node", "ray.io/identifier", "app.kubernetes.io/name", "team"]),
+    st.sampled_from(
+        [*PROTECTED, "ray.io/is-ray-node", "ray.io/identifier", "app.kubernetes.io/name", "team"]
+    ),
     st.text(alphabet="abcdefghijklmnopqrstuvwxyz./-", min_size=1, max_size=20),
 )
 label_maps = st.dictionaries(label_keys, st.text(alphabet="abcxyz0123-", max_size=10), max_size=6)
 param_maps = st.dictionaries(
-    st.sampled_from(["num-cpus", "memory", "port", "block", "dashboard-host", "object-store-memory", "temp-dir"]),
+    st.sampled_from(
+        ["num-cpus", "memory", "port", "block", "dashboard-host", "object-store-memory", "temp-dir"]
+    ),
     st.sampled_from(["1", "true", "false", "0.0.0.0", "/tmp/x"]),
     max_size=4,
 )
 group_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=30)
 user_containers = st.lists(
-    st.fixed_dictionaries({"name": st.sampled_from(["side-a", "side-b"]), "image": st.just("busybox")}), max_size=2
+    st.fixed_dictionaries({"name": st.sampled_from(["side-a", "side-b"]), "image": st.just("busybox")}),
+    max_size=2,
 )
 
 
@@ -62,7 +67,7 @@ def clusters(draw: st.DrawFn) -> RayCluster:
 
 def _pods(rc: RayCluster) -> list[tuple[str, str, dict[str, Any]]]:
     s = OperatorSettings()
-    group = rc.spec.worker_group_specs[0]  # type: ignore[index]
+    group = first_group(rc)
     return [
         ("head", "headgroup", build_head_pod(rc, settings=s, name="h")),
         ("worker", group.group_name, build_worker_pod(rc, group, settings=s, name="w", replica_index=1)),

@@ -41,7 +41,9 @@ def _clusters() -> list[tuple[str, RayCluster]]:
                 meta = ObjectMeta(name=f"{obj.name}-abcde", labels={"ray.io/originated-from-crd": "RayJob"})
                 out.append((name, RayCluster(metadata=meta, spec=obj.spec.ray_cluster_spec)))
             elif isinstance(obj, RayService):
-                meta = ObjectMeta(name=f"{obj.name}-abcde", labels={"ray.io/originated-from-crd": "RayService"})
+                meta = ObjectMeta(
+                    name=f"{obj.name}-abcde", labels={"ray.io/originated-from-crd": "RayService"}
+                )
                 out.append((name, RayCluster(metadata=meta, spec=obj.spec.ray_cluster_config)))
     for _, rc in out:
         rc.metadata.namespace = rc.metadata.namespace or "default"

@@ -13,6 +13,7 @@ from tests.unit.decisions.cluster.test_pod_fixtures import (
     cluster,
     env,
     env_value,
+    first_group,
     head,
     ray_container,
     split_and_sort,
@@ -52,7 +53,9 @@ def test_build_pod_head() -> None:  # TestBuildPod (head half)
         "app.kubernetes.io/name": "kuberay",
         "app.kubernetes.io/created-by": "kuberay-operator",
     }
-    assert pod["spec"]["volumes"] == [{"name": "shared-mem", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
+    assert pod["spec"]["volumes"] == [
+        {"name": "shared-mem", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}
+    ]
     assert ray["volumeMounts"] == [{"mountPath": "/dev/shm", "name": "shared-mem"}]
     assert {"name": "metrics", "containerPort": 8080} in ray["ports"]
     assert pod["metadata"]["annotations"] == {"ray.io/ft-enabled": "false"}
@@ -129,7 +132,9 @@ def test_build_pod_with_overwrite_command() -> None:  # TestBuildPod_WithOverwri
         (["ray start --head --custom"], [], None),  # user already runs `ray start`: untouched
     ],
 )
-def test_user_command_runs_before_ray_start(command: list[str], args: list[str], expected_prefix: str | None) -> None:
+def test_user_command_runs_before_ray_start(
+    command: list[str], args: list[str], expected_prefix: str | None
+) -> None:
     rc = cluster()
     container = rc.spec.head_group_spec.template["spec"]["containers"][0]
     container.update(command=command, args=args)
@@ -159,7 +164,10 @@ def test_build_pod_with_autoscaler_enabled() -> None:  # TestBuildPod_WithAutosc
         "image": "repo/image:custom",
         "imagePullPolicy": "IfNotPresent",
         "env": [
-            {"name": "RAY_CLUSTER_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}}},
+            {
+                "name": "RAY_CLUSTER_NAME",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}},
+            },
             {"name": "RAY_CLUSTER_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "RAY_HEAD_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "KUBERAY_CRD_VER", "value": "v1"},
@@ -173,7 +181,10 @@ def test_build_pod_with_autoscaler_enabled() -> None:  # TestBuildPod_WithAutosc
         "args": [
             "ray kuberay-autoscaler --cluster-name $(RAY_CLUSTER_NAME) --cluster-namespace $(RAY_CLUSTER_NAMESPACE)"
         ],
-        "resources": {"limits": {"cpu": "500m", "memory": "512Mi"}, "requests": {"cpu": "500m", "memory": "512Mi"}},
+        "resources": {
+            "limits": {"cpu": "500m", "memory": "512Mi"},
+            "requests": {"cpu": "500m", "memory": "512Mi"},
+        },
         "volumeMounts": [{"mountPath": "/tmp/ray", "name": "ray-logs"}],
     }
     assert pod["spec"]["serviceAccountName"] == "raycluster-sample"
@@ -185,7 +196,9 @@ def test_build_pod_with_autoscaler_enabled() -> None:  # TestBuildPod_WithAutosc
     ("version", "env_value_expected", "restart_policy"),
     [("v2", "true", "Never"), ("v1", "false", None), (None, None, None)],
 )
-def test_autoscaler_versions(version: str | None, env_value_expected: str | None, restart_policy: str | None) -> None:
+def test_autoscaler_versions(
+    version: str | None, env_value_expected: str | None, restart_policy: str | None
+) -> None:
     options = {"version": version} if version else {}
     rc = cluster(enableInTreeAutoscaling=True, autoscalerOptions=options)
     h, w = head(rc), worker(rc)
@@ -231,7 +244,9 @@ def test_build_pod_with_autoscaler_options() -> None:  # TestBuildPodWithAutosca
 
 def test_autoscaler_command_args_override() -> None:
     options = {"command": ["/bin/sh", "-c"], "args": ["ulimit -n 65536; $KUBERAY_GEN_AUTOSCALER_START_CMD"]}
-    autoscaler = head(cluster(enableInTreeAutoscaling=True, autoscalerOptions=options))["spec"]["containers"][1]
+    autoscaler = head(cluster(enableInTreeAutoscaling=True, autoscalerOptions=options))["spec"]["containers"][
+        1
+    ]
     assert autoscaler["command"] == ["/bin/sh", "-c"]
     assert autoscaler["args"] == ["ulimit -n 65536; $KUBERAY_GEN_AUTOSCALER_START_CMD"]
 
@@ -263,7 +278,10 @@ def test_build_pod_created_by_ray_service() -> None:  # TestBuildPod_WithCreated
         assert env_value(ray, "RAY_timeout_ms_task_wait_for_death_info") == "0"
         assert env_value(ray, "RAY_gcs_server_request_timeout_seconds") == "5"
         assert env_value(ray, "RAY_SERVE_KV_TIMEOUT_S") == "5"
-    assert env_value(ray_container(h), "RAY_USAGE_STATS_EXTRA_TAGS") == "kuberay_version=v1.7.0;kuberay_crd=RayService"
+    assert (
+        env_value(ray_container(h), "RAY_USAGE_STATS_EXTRA_TAGS")
+        == "kuberay_version=v1.7.0;kuberay_crd=RayService"
+    )
 
 
 def test_ray_service_env_not_overridden() -> None:
@@ -303,7 +321,9 @@ def test_dev_shm_sized_from_request_without_limit() -> None:
 
 def test_metrics_port_not_duplicated() -> None:
     rc = cluster()
-    rc.spec.head_group_spec.template["spec"]["containers"][0]["ports"] = [{"name": "metrics", "containerPort": 9090}]
+    rc.spec.head_group_spec.template["spec"]["containers"][0]["ports"] = [
+        {"name": "metrics", "containerPort": 9090}
+    ]
     assert ray_container(head(rc))["ports"] == [{"name": "metrics", "containerPort": 9090}]
 
 
@@ -326,7 +346,10 @@ def test_pod_metadata_and_owner_reference() -> None:
 
 
 def test_input_cluster_not_mutated() -> None:
-    rc = cluster(enableInTreeAutoscaling=True, gcsFaultToleranceOptions={"redisAddress": "r:6379", "redisPassword": {"value": "p"}})
+    rc = cluster(
+        enableInTreeAutoscaling=True,
+        gcsFaultToleranceOptions={"redisAddress": "r:6379", "redisPassword": {"value": "p"}},
+    )
     before = rc.model_dump()
     head(rc)
     worker(rc)
@@ -351,7 +374,7 @@ def test_head_pod_name_prefix(name: str, deterministic: bool, expected: str) -> 
 def test_worker_pod_name_prefix_truncates_to_50() -> None:
     rc = cluster()
     assert rc.spec.worker_group_specs
-    group = rc.spec.worker_group_specs[0]
+    group = first_group(rc)
     assert worker_pod_name_prefix(rc, group) == "raycluster-sample-small-group-worker-"
     rc.metadata.name = "c" * 45
     assert worker_pod_name_prefix(rc, group) == "c" * 45 + "-smal" + "-worker-"
@@ -361,7 +384,10 @@ def test_sidecars_from_settings() -> None:
     settings = OperatorSettings(
         head_sidecar_containers=({"name": "fluentbit", "image": "fb"},),
         worker_sidecar_containers=({"name": "w-side", "image": "ws"},),
-        default_container_envs=({"name": "DEFAULT_ENV", "value": "1"}, {"name": "TEST_ENV_NAME", "value": "x"}),
+        default_container_envs=(
+            {"name": "DEFAULT_ENV", "value": "1"},
+            {"name": "TEST_ENV_NAME", "value": "x"},
+        ),
     )
     h = head(cluster(enableInTreeAutoscaling=True), settings)
     assert [c["name"] for c in h["spec"]["containers"]] == ["ray-head", "autoscaler", "fluentbit"]

@@ -27,7 +27,13 @@ from raybus.decisions.cluster.ray_start import (
 # TestGenerateRayStartCommand
 GENERATE_CASES: list[tuple[str, str, dict[str, str], dict[str, Any], str]] = [
     ("worker with GPU", "worker", {}, {"limits": {"nvidia.com/gpu": "1"}}, "ray start  --num-gpus=1 "),
-    ("worker with TPU", "worker", {}, {"limits": {"google.com/tpu": "4"}}, "ray start  --resources='{\"TPU\":4}' "),
+    (
+        "worker with TPU",
+        "worker",
+        {},
+        {"limits": {"google.com/tpu": "4"}},
+        "ray start  --resources='{\"TPU\":4}' ",
+    ),
     (
         "head with Neuron cores",
         "head",
@@ -54,21 +60,21 @@ GENERATE_CASES: list[tuple[str, str, dict[str, str], dict[str, Any], str]] = [
         "head",
         {"resources": '"{"custom_resource":2}"'},
         {"limits": {"aws.amazon.com/neuroncore": "4"}},
-        "ray start --head  --resources='{\"custom_resource\":2,\"neuron_cores\":4}' ",
+        'ray start --head  --resources=\'{"custom_resource":2,"neuron_cores":4}\' ',
     ),
     (
         "head with existing neuron_cores resources",
         "head",
-        {"resources": "'{\"custom_resource\":2,\"neuron_cores\":3}'"},
+        {"resources": '\'{"custom_resource":2,"neuron_cores":3}\''},
         {"limits": {"aws.amazon.com/neuroncore": "4"}},
-        "ray start --head  --resources='{\"custom_resource\":2,\"neuron_cores\":3}' ",
+        'ray start --head  --resources=\'{"custom_resource":2,"neuron_cores":3}\' ',
     ),
     (
         "head with existing TPU resources",
         "head",
-        {"resources": "'{\"custom_resource\":2,\"TPU\":4}'"},
+        {"resources": '\'{"custom_resource":2,"TPU":4}\''},
         {"limits": {"google.com/tpu": "8"}},
-        "ray start --head  --resources='{\"custom_resource\":2,\"TPU\":4}' ",
+        'ray start --head  --resources=\'{"custom_resource":2,"TPU":4}\' ',
     ),
     (
         "head with invalid resources string",
@@ -194,7 +200,9 @@ def test_get_head_port() -> None:  # TestGetHeadPort
         ),
     ],
 )
-def test_set_missing_ray_start_params(node_type: str, params: dict[str, str], expected: dict[str, str]) -> None:
+def test_set_missing_ray_start_params(
+    node_type: str, params: dict[str, str], expected: dict[str, str]
+) -> None:
     out = set_missing_ray_start_params(
         dict(params), node_type=node_type, head_port="6379", fqdn_ray_ip="svc.ns.svc.cluster.local"
     )
@@ -209,7 +217,7 @@ def test_set_missing_ray_start_params(node_type: str, params: dict[str, str], ex
         ({"Memory": "1Gi"}, {"memory": "1073741824"}),
         ({"nvidia.com/gpu": "2"}, {"num-gpus": "2"}),
         ({"GPU": "3"}, {"num-gpus": "3"}),
-        ({"TPU": "4", "custom": "0.5"}, {"resources": "'{\"TPU\":4,\"custom\":0.5}'"}),
+        ({"TPU": "4", "custom": "0.5"}, {"resources": '\'{"TPU":4,"custom":0.5}\''}),
         ({"cpu": "not-a-quantity"}, {}),
     ],
 )
