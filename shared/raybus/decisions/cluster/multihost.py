@@ -119,6 +119,10 @@ def reconcile_multi_host_worker_group(
             f"desired worker pods ({desired}) is not a multiple of NumOfHosts ({hosts}) for group {name}"
         )
     to_create = desired // hosts - len(valid)
+    # Deviation: Pods without a replica-name label (created before RayMultiHostIndexing was on) are
+    # ignored by KubeRay here, which can then overshoot the desired Pod count; they still use budget.
+    budget = max(0, desired - len(worker_pods)) // hosts
+    to_create = min(to_create, budget) if to_create > 0 else to_create
     plan.log(f"multi-host worker group {name}: desired replicas={desired // hosts} running={len(valid)}")
     if to_create > 0:
         used: set[int] = set()

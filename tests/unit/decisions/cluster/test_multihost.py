@@ -141,3 +141,11 @@ def test_multi_host_converges() -> None:
     assert len(by_replica) == 3
     assert sorted(i for s in by_replica.values() for i in s) == ["0", "1", "2"]
     assert not creates(reconcile_cluster(snap, settings=SETTINGS, now=T0, entropy="other"))
+
+
+def test_unlabelled_legacy_pods_use_the_budget() -> None:
+    legacy = [pod(f"demo-tpu-worker-old{i}", group="tpu") for i in range(3)]
+    d = run(legacy)  # desired 4 Pods, 3 exist without replica labels: no whole replica fits
+    assert not creates(d) and not deletes(d)
+    d = run(legacy[:2])
+    assert len(creates(d)) == HOSTS
