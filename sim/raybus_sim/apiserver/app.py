@@ -14,6 +14,7 @@ from aiohttp import web
 from .errors import ApiError
 from .gc import GarbageCollector
 from .handlers import dispatch
+from .keys import STATE, ServerState
 from .resources import new_registry
 from .store import Event, Obj, Store
 
@@ -91,8 +92,8 @@ def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path
     registry = new_registry()
     store = Store(registry, history_size=history_size)
     store.listeners.append(_crd_listener(store))
-    app["registry"], app["store"] = registry, store
-    app["watch_timeout"], app["bookmark_interval"] = watch_timeout, bookmark_interval
+    state = ServerState(registry, store, watch_timeout=watch_timeout, bookmark_interval=bookmark_interval)
+    app[STATE] = state
     state_path = Path(state_file) if state_file else None
     if state_path and state_path.exists():
         store.load(state_path, registry.add_crd)
@@ -100,14 +101,13 @@ def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path
     if crd_dir is not None:
         load_crd_dir(store, Path(crd_dir))
     gc = GarbageCollector(store, orphan_check_delay=orphan_check_delay)
-    app["gc"] = gc
+    state.gc = gc
     sim = None
     if kubelet is not False:
         from raybus_sim.kubelet import Kubelet, KubeletConfig  # late: kubelet imports this package
 
         sim = Kubelet(store, kubelet if isinstance(kubelet, KubeletConfig) else KubeletConfig())
-        app["kubelet"] = sim
-        app["sim_handler"] = sim.handle_http
+        state.kubelet, state.sim_handler = sim, sim.handle_http
 
     async def on_startup(_: web.Application) -> None:
         gc.start()
@@ -135,7 +135,11 @@ class RunningApiServer:
 
     @property
     def store(self) -> Store:
-        return self.app["store"]
+        return self.app[STATE].store
+
+    @property
+    def state(self) -> ServerState:
+        return self.app[STATE]
 
     async def stop(self) -> None:
         await self.runner.cleanup()

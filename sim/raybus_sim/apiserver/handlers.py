@@ -12,6 +12,7 @@ from aiohttp import web
 
 from . import discovery, errors, openapi
 from .errors import ApiError
+from .keys import STATE
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import ResourceType
 from .selectors import compile_field_selector, compile_label_selector
@@ -55,7 +56,7 @@ def parse_target(app: web.Application, segs: list[str]) -> Target:
     ns: str | None = None
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
         ns, rest = rest[1], rest[2:]
-    rt = app["registry"].get(group, version, rest[0])
+    rt = app[STATE].registry.get(group, version, rest[0])
     if rt is None or len(rest) > 3 or (ns is not None and not rt.namespaced):
         raise errors.page_not_found()
     return Target(rt, ns, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None, watch_path)
@@ -190,7 +191,7 @@ async def patch_object(store: Store, t: Target, request: web.Request) -> web.Res
 
 async def resource_handler(request: web.Request, segs: list[str]) -> web.Response | web.StreamResponse:
     app = request.app
-    store: Store = app["store"]
+    store: Store = app[STATE].store
     t = parse_target(app, segs)
     rt, method, q = t.rt, request.method, request.query
     if t.sub not in (None, "status", "eviction", "binding") or (t.sub == "status" and not rt.status_subresource):
@@ -265,7 +266,7 @@ async def pod_subresource(store: Store, t: Target, body: Obj) -> web.Response:
 async def dispatch(request: web.Request) -> web.StreamResponse:
     """Single catch-all route: cheaper than aiohttp's router for the many URL shapes here."""
     path = request.path
-    reg = request.app["registry"]
+    reg = request.app[STATE].registry
     try:
         segs = [s for s in path.split("/") if s]
         if not segs:
@@ -308,8 +309,9 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
             return respond(discovery.VERSION_INFO)
         if head in ("healthz", "readyz", "livez"):
             return web.Response(text="ok")
-        if head == "sim" and "sim_handler" in request.app:
-            return await request.app["sim_handler"](request, segs[1:])
+        sim_handler = request.app[STATE].sim_handler
+        if head == "sim" and sim_handler is not None:
+            return await sim_handler(request, segs[1:])
         raise errors.page_not_found()
     except ApiError as err:
         return error_response(err)

@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from .errors import ApiError
+from .keys import STATE
 from .resources import ResourceType
 from .selectors import compile_field_selector, compile_label_selector
 from .store import Obj, Store
@@ -49,8 +50,8 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
     table = "as=Table" in request.headers.get("Accept", "")
     bookmarks = q.get("allowWatchBookmarks") in ("1", "true", "True")
     send_initial = q.get("sendInitialEvents") in ("1", "true", "True")
-    timeout = float(q.get("timeoutSeconds") or request.app["watch_timeout"])
-    bookmark_every: float = request.app["bookmark_interval"]
+    timeout = float(q.get("timeoutSeconds") or request.app[STATE].watch_timeout)
+    bookmark_every: float = request.app[STATE].bookmark_interval
 
     resp = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
     resp.enable_chunked_encoding()

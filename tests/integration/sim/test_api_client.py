@@ -151,7 +151,7 @@ async def test_watch_selector_transitions_and_bookmarks(server: RunningApiServer
         async with http.post(base, json={"metadata": {"name": "s", "labels": {"tier": "a"}}}) as r:
             rv = (await r.json())["metadata"]["resourceVersion"]
         url = f"{base}?watch=1&resourceVersion={rv}&labelSelector=tier%20in%20(b,c)&allowWatchBookmarks=true"
-        server.app["bookmark_interval"] = 0.1
+        server.state.bookmark_interval = 0.1
         async with http.get(url + "&timeoutSeconds=2") as resp:
             async with http.patch(f"{base}/s", data=json.dumps({"metadata": {"labels": {"tier": "b"}}}),
                                   headers={"Content-Type": "application/merge-patch+json"}):

@@ -1,0 +1,26 @@
+"""Typed aiohttp app key holding the server's shared state (avoids stringly-typed app[...] lookups)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from .resources import Registry
+from .store import Store
+
+
+@dataclass
+class ServerState:
+    registry: Registry
+    store: Store
+    watch_timeout: float = 1800.0
+    bookmark_interval: float = 60.0
+    gc: Any = None
+    kubelet: Any = None
+    sim_handler: Callable[[web.Request, list[str]], Awaitable[web.StreamResponse]] | None = None
+
+
+STATE: web.AppKey[ServerState] = web.AppKey("raybus_sim_apiserver", ServerState)
