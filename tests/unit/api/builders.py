@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 Doc = dict[str, Any]
-Mutation = Callable[[Doc], None]
+# Mutations edit the document in place; any return value is ignored (lets lambdas chain updates).
+Mutation = Callable[[Doc], object]
 
 
 def pod_template(name: str = "ray", **spec: Any) -> Doc:

@@ -32,12 +32,12 @@ def check(value: Any, schema: Schema, path: str = "") -> list[str]:
         errs.append(f"{path}: unsupported value {value!r}")
     if "minimum" in schema and value < schema["minimum"]:
         errs.append(f"{path}: {value} < minimum {schema['minimum']}")
-    if kind == "array":
+    if isinstance(value, list):
         if len(value) < schema.get("minItems", 0):
             errs.append(f"{path}: fewer than {schema['minItems']} items")
         for i, item in enumerate(value):
             errs += check(item, schema["items"], f"{path}[{i}]")
-    if kind == "object":
+    if isinstance(value, dict):
         # ObjectMeta is validated by the API server itself; CRDs only say "type: object" for it.
         if schema.get("x-kubernetes-preserve-unknown-fields") or path == ".metadata":
             return errs

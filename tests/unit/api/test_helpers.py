@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -29,11 +31,11 @@ GATED_SAMPLES = {
 
 
 @pytest.mark.parametrize("path", sorted(SAMPLES.glob("*.yaml")), ids=lambda p: p.name)
-def test_every_sample_validates_clean(path: object) -> None:
-    objs = parse_manifests(path.read_text())  # type: ignore[attr-defined]
+def test_every_sample_validates_clean(path: Path) -> None:
+    objs = parse_manifests(path.read_text())
     for obj in objs:
         assert validate(obj, settings=ALL_GATES) == []
-        expected = [GATED_SAMPLES[path.name]] if path.name in GATED_SAMPLES else []  # type: ignore[attr-defined]
+        expected = [GATED_SAMPLES[path.name]] if path.name in GATED_SAMPLES else []
         assert validate(obj) == expected
 
 
@@ -102,4 +104,4 @@ def test_feature_gates_from_flag_and_frozen() -> None:
     with pytest.raises(ValueError, match="must be true or false"):
         FeatureGates.from_flag("RayCronJob=yes")
     with pytest.raises(ValidationError):
-        gates.ray_cron_job = False  # type: ignore[misc]
+        gates.ray_cron_job = False

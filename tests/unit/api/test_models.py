@@ -117,11 +117,11 @@ def test_construct_by_python_names_dumps_camel_case() -> None:
 def test_parsing_injects_no_defaults_and_with_defaults_is_pure() -> None:
     doc = {"kind": "RayCluster", "spec": {"headGroupSpec": {}, "workerGroupSpecs": [{"groupName": "g", "maxReplicas": 3}]}}
     cluster = RayCluster.model_validate(doc)
-    group = cluster.spec.worker_group_specs[0]  # type: ignore[index]
+    group = cluster.spec.worker_group_specs[0]
     assert (group.replicas, group.min_replicas, group.num_of_hosts) == (None, None, None)
 
     defaulted = with_defaults(cluster)
-    d_group = defaulted.spec.worker_group_specs[0]  # type: ignore[index]
+    d_group = defaulted.spec.worker_group_specs[0]
     assert (d_group.replicas, d_group.min_replicas, d_group.max_replicas, d_group.num_of_hosts) == (0, 0, 3, 1)
     assert d_group.ray_start_params == {} and defaulted.spec.head_group_spec.ray_start_params == {}
     # Input untouched: still round-trips to the original document.
@@ -131,7 +131,7 @@ def test_parsing_injects_no_defaults_and_with_defaults_is_pure() -> None:
 
 def test_with_defaults_max_replicas_and_num_of_hosts_zero() -> None:
     cluster = RayCluster.model_validate({"spec": {"workerGroupSpecs": [{"groupName": "g", "numOfHosts": 0}]}})
-    group = with_defaults(cluster).spec.worker_group_specs[0]  # type: ignore[index]
+    group = with_defaults(cluster).spec.worker_group_specs[0]
     # numOfHosts is a non-pointer int32 with omitempty in Go: 0 behaves as unset -> 1.
     assert group.max_replicas == 2**31 - 1 and group.num_of_hosts == 0
 
@@ -150,7 +150,7 @@ def test_with_defaults_rayjob_rayservice_cronjob() -> None:
     assert job.spec.submission_mode == "K8sJobMode" and job.spec.backoff_limit == 0
     assert job.spec.ttl_seconds_after_finished == 0
     assert job.spec.ray_cluster_spec is not None
-    assert job.spec.ray_cluster_spec.worker_group_specs[0].min_replicas == 0  # type: ignore[index]
+    assert job.spec.ray_cluster_spec.worker_group_specs[0].min_replicas == 0
     assert job.spec.deletion_strategy is not None and job.spec.deletion_strategy.deletion_rules is not None
     assert job.spec.deletion_strategy.deletion_rules[0].condition.ttl_seconds == 0
 

@@ -78,7 +78,7 @@ def test_built_specs_never_raise(spec: RayClusterSpec, meta: ObjectMeta, gate: F
     _assert_strings(validate(RayCluster(metadata=meta, spec=spec), settings=gate))
     _assert_strings(validate(RayJob.model_validate({"metadata": {"name": "j"},
                                                     "spec": {"rayClusterSpec": spec.to_dict()}}), settings=gate))
-    _assert_strings(validate(RayService(metadata=meta, spec={"rayClusterConfig": spec}), settings=gate))  # type: ignore[arg-type]
+    _assert_strings(validate(RayService(metadata=meta, spec={"rayClusterConfig": spec}), settings=gate))
 
 
 _job_fields = st.fixed_dictionaries({}, optional={
