@@ -174,8 +174,8 @@ def test_autoscaler_scale_down_round_trip() -> None:
     victim = workers[1]
     # The autoscaler patches replicas 3 -> 2 and names the victim.
     cluster = snap.cluster.model_copy(deep=True)
-    cluster.spec.worker_group_specs[0].replicas = 2  # type: ignore[index]
-    cluster.spec.worker_group_specs[0].scale_strategy = ScaleStrategy(workers_to_delete=[victim])  # type: ignore[index]
+    cluster.spec.worker_group_specs[0].replicas = 2
+    cluster.spec.worker_group_specs[0].scale_strategy = ScaleStrategy(workers_to_delete=[victim])
     snap = snap.model_copy(update={"cluster": cluster})
     d = decide(snap)
     assert [c.target.name for c in deletes(d)] == [victim]
