@@ -15,7 +15,7 @@ from raybus.adapters.dashboard import DashboardUnreachable, RayDashboardClient
 from raybus.testing.servers import free_port
 
 
-def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+def wait_listening(port: int, proc: subprocess.Popen[bytes], *, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "exited"
