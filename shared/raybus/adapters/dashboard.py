@@ -25,6 +25,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -109,6 +110,11 @@ def render_base_url(template: str, *, namespace: str, cluster: str, service: str
     return url.rstrip("/")
 
 
+def _job_path(job_id: str, suffix: str = "") -> str:
+    """Submission ids come from users (RayJob spec.jobId): percent-encode them into one segment."""
+    return f"{JOBS_PATH}{quote(job_id, safe='')}{suffix}"
+
+
 def _last_line(body: str) -> str:
     """The informative part of a traceback / pydantic error body is its last meaningful line."""
     lines = [
@@ -169,9 +175,10 @@ class RayDashboardClient:
         service: str | None = None,
         auth_token: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        get_attempts: int = 3,
     ) -> RayDashboardClient:
         base = render_base_url(template, namespace=namespace, cluster=cluster, service=service)
-        return cls(http, base_url=base, auth_token=auth_token, timeout_s=timeout_s)
+        return cls(http, base_url=base, auth_token=auth_token, timeout_s=timeout_s, get_attempts=get_attempts)
 
     def __repr__(self) -> str:  # never shows the token
         return f"RayDashboardClient(base_url={self.base_url!r}, auth={'yes' if self._token else 'no'})"
@@ -229,7 +236,7 @@ class RayDashboardClient:
 
     async def get_job_info(self, job_id: str) -> JobDetails:
         """GET /api/jobs/<id>: by submission id or hex Ray job id. JobNotFound on 404."""
-        return await self._get_parsed(f"{JOBS_PATH}{job_id}", _validator(JobDetails), job_route=True)
+        return await self._get_parsed(_job_path(job_id), _validator(JobDetails), job_route=True)
 
     async def list_jobs(self) -> list[JobDetails]:
         """GET /api/jobs/: SUBMISSION and DRIVER entries, unstable order (README §3)."""
@@ -253,12 +260,12 @@ class RayDashboardClient:
         return _parse(JobSubmitResponse, response, what="submit").submission_id
 
     async def get_job_log(self, job_id: str) -> str:
-        logs = await self._get_parsed(f"{JOBS_PATH}{job_id}/logs", _validator(JobLogs), job_route=True)
+        logs = await self._get_parsed(_job_path(job_id, "/logs"), _validator(JobLogs), job_route=True)
         return logs.logs
 
     async def stop_job(self, job_id: str) -> bool:
         """POST /api/jobs/<id>/stop: True if a stop was issued, False if already terminal (36_*)."""
-        response = await self._send("POST", f"{JOBS_PATH}{job_id}/stop", job_route=True)
+        response = await self._send("POST", _job_path(job_id, "/stop"), job_route=True)
         return _parse(JobStopResponse, response, what=f"stop {job_id}").stopped
 
     async def delete_job(self, job_id: str) -> None:
@@ -267,7 +274,7 @@ class RayDashboardClient:
         A job deleted within a few seconds of ending may come back as a FAILED ghost
         (`JobDetails.is_supervisor_ghost`, README §3): callers should tolerate and re-delete it.
         """
-        response = await self._send("DELETE", f"{JOBS_PATH}{job_id}", job_route=True)
+        response = await self._send("DELETE", _job_path(job_id), job_route=True)
         _parse(JobDeleteResponse, response, what=f"delete {job_id}")
 
     # ---- serve -----------------------------------------------------------------------------

@@ -238,3 +238,29 @@ def test_render_base_url() -> None:
     )
     with pytest.raises(ValueError, match="placeholder"):
         render_base_url("http://{pod_ip}:8265", namespace="a", cluster="b")
+
+
+async def test_job_ids_are_one_path_segment() -> None:
+    paths: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.raw_path)
+        return captured("36_joblong_stop_again_on_terminal")
+
+    client, http = make_client(handler)
+    assert await client.stop_job("team/job#1 x") is False
+    assert paths == [b"/api/jobs/team%2Fjob%231%20x/stop"]
+    await http.aclose()
+
+
+def test_for_cluster_builds_in_cluster_url() -> None:
+    http = httpx.AsyncClient()
+    client = RayDashboardClient.for_cluster(
+        http,
+        template="http://{service}.{namespace}.svc.cluster.local:8265",
+        namespace="ns",
+        cluster="rc",
+        auth_token=TOKEN,
+    )
+    assert client.base_url == "http://rc-head-svc.ns.svc.cluster.local:8265"
+    assert TOKEN not in repr(client) and "auth=yes" in repr(client)
