@@ -118,7 +118,7 @@ def auth_secret_name(cluster_name: str, auth: AuthOptions | None) -> str:
 
 
 def set_container_token_auth_env_vars(
-    container: Container, cluster_name: str, auth: AuthOptions | None
+    container: Container, *, cluster_name: str, auth: AuthOptions | None
 ) -> None:
     """SetContainerTokenAuthEnvVars: RAY_AUTH_MODE=token plus either the K8s-token flag and mount or
     RAY_AUTH_TOKEN from the Secret (a secretKeyRef; the token value is never read here)."""
@@ -157,11 +157,13 @@ def add_ray_token_volume(pod_spec: dict[str, Any]) -> None:
     )
 
 
-def configure_token_auth(pod_spec: dict[str, Any], cluster_name: str, auth: AuthOptions | None) -> None:
+def configure_token_auth(pod_spec: dict[str, Any], *, cluster_name: str, auth: AuthOptions | None) -> None:
     """configureTokenAuth: the Ray container, the token volume (K8s auth), and wait-gcs-ready."""
-    set_container_token_auth_env_vars(pod_spec["containers"][k.RAY_CONTAINER_INDEX], cluster_name, auth)
+    set_container_token_auth_env_vars(
+        pod_spec["containers"][k.RAY_CONTAINER_INDEX], cluster_name=cluster_name, auth=auth
+    )
     if is_k8s_auth_enabled(auth):
         add_ray_token_volume(pod_spec)
     for init in pod_spec.get("initContainers") or []:
         if init.get("name") == k.WAIT_GCS_READY_INIT_CONTAINER_NAME:
-            set_container_token_auth_env_vars(init, cluster_name, auth)
+            set_container_token_auth_env_vars(init, cluster_name=cluster_name, auth=auth)

@@ -41,7 +41,7 @@ refer to the FAQ at https://docs.ray.io/en/master/cluster/kubernetes/troubleshoo
 
 
 def label_pod(
-    node_type: str, cluster_name: str, group_name: str, override: Mapping[str, str]
+    node_type: str, *, cluster_name: str, group_name: str, override: Mapping[str, str]
 ) -> dict[str, str]:
     """labelPod: system labels, then the user's labels except node-type, group and cluster."""
     labels = {

@@ -140,7 +140,10 @@ def build_head_pod(cluster: RayCluster, *, settings: OperatorSettings, name: str
 
     params = head_ray_start_params(cluster)
     meta["labels"] = label_pod(
-        k.HEAD_NODE, cluster.name, k.RAY_NODE_HEAD_GROUP_LABEL_VALUE, _merged_labels(meta, head.labels)
+        k.HEAD_NODE,
+        cluster_name=cluster.name,
+        group_name=k.RAY_NODE_HEAD_GROUP_LABEL_VALUE,
+        override=_merged_labels(meta, head.labels),
     )
     set_missing_ray_start_params(params, node_type=k.HEAD_NODE, head_port=head_port, fqdn_ray_ip="")
     _init_template_annotations(cluster, meta)
@@ -153,7 +156,7 @@ def build_head_pod(cluster: RayCluster, *, settings: OperatorSettings, name: str
         image = settings.default_autoscaler_image or ray.get("image", "")
         autoscaler = build_autoscaler_container(image, login_shell=settings.enable_login_shell)
         if is_auth_enabled(spec.auth_options):
-            set_container_token_auth_env_vars(autoscaler, cluster.name, spec.auth_options)
+            set_container_token_auth_env_vars(autoscaler, cluster_name=cluster.name, auth=spec.auth_options)
         merge_autoscaler_overrides(autoscaler, spec.autoscaler_options)
         containers.append(autoscaler)
         if is_autoscaling_v2_enabled(spec):
@@ -165,7 +168,7 @@ def build_head_pod(cluster: RayCluster, *, settings: OperatorSettings, name: str
     configure_gcs_fault_tolerance(template, cluster, node_type=k.HEAD_NODE, head_params=params)
     ensure_metrics_port(ray)
     if is_auth_enabled(spec.auth_options):
-        configure_token_auth(pod_spec, cluster.name, spec.auth_options)
+        configure_token_auth(pod_spec, cluster_name=cluster.name, auth=spec.auth_options)
     containers.extend(copy.deepcopy(list(settings.head_sidecar_containers)))
     return _build_pod(
         cluster,
@@ -211,7 +214,12 @@ def build_worker_pod(
         ensure_list(pod_spec, "initContainers").append(init)
 
     params = worker_ray_start_params(group)
-    labels = label_pod(k.WORKER_NODE, cluster.name, group.group_name, _merged_labels(meta, group.labels))
+    labels = label_pod(
+        k.WORKER_NODE,
+        cluster_name=cluster.name,
+        group_name=group.group_name,
+        override=_merged_labels(meta, group.labels),
+    )
     if settings.feature_gates.ray_multi_host_indexing:
         labels[k.RAY_WORKER_REPLICA_INDEX_KEY] = str(replica_index or 0)
         if (group.num_of_hosts or 1) > 1:
@@ -225,7 +233,7 @@ def build_worker_pod(
     if is_autoscaling_enabled(spec) and is_autoscaling_v2_enabled(spec):
         pod_spec["restartPolicy"] = "Never"
     if is_auth_enabled(spec.auth_options):
-        configure_token_auth(pod_spec, cluster.name, spec.auth_options)
+        configure_token_auth(pod_spec, cluster_name=cluster.name, auth=spec.auth_options)
     containers.extend(copy.deepcopy(list(settings.worker_sidecar_containers)))
     return _build_pod(
         cluster,
@@ -287,7 +295,7 @@ def _build_pod(
         cmd = convert_cmd_to_string(list(ray["command"]))
     if ray.get("args"):
         cmd += convert_cmd_to_string(list(ray["args"]))
-    ray_start_cmd = generate_ray_start_command(node_type, params, ray.get("resources") or {})
+    ray_start_cmd = generate_ray_start_command(node_type, params, resources=ray.get("resources") or {})
     if not is_overwrite_ray_container_cmd(meta.get("annotations")) and "ray start" not in cmd:
         generated = f"{ulimit_command()}; {ray_start_cmd}"
         ray["command"] = container_command(login_shell=settings.enable_login_shell)

@@ -34,7 +34,7 @@ def _port(params: Mapping[str, str], key: str, default: int) -> int:
     return default
 
 
-def find_container_port(container: Mapping[str, Any], name: str, default: int) -> int:
+def find_container_port(container: Mapping[str, Any], name: str, *, default: int) -> int:
     """utils.FindContainerPort."""
     for port in container.get("ports") or []:
         if port.get("name") == name:
@@ -109,7 +109,7 @@ def init_liveness_and_readiness_probe(
             probe["failureThreshold"] = k.SERVE_READINESS_PROBE_FAILURE_THRESHOLD
             serve = _wget(
                 k.DEFAULT_READINESS_PROBE_INITIAL_DELAY_SECONDS,
-                find_container_port(container, k.SERVING_PORT_NAME, k.DEFAULT_SERVING_PORT),
+                find_container_port(container, k.SERVING_PORT_NAME, default=k.DEFAULT_SERVING_PORT),
                 k.RAY_SERVE_PROXY_HEALTH_PATH,
             )
             probe.pop("httpGet", None)

@@ -174,7 +174,7 @@ def add_well_known_accelerator_resources(params: MutableMapping[str, str], limit
 
 
 def generate_ray_start_command(
-    node_type: str, params: MutableMapping[str, str], resources: Mapping[str, Any]
+    node_type: str, params: MutableMapping[str, str], *, resources: Mapping[str, Any]
 ) -> str:
     """generateRayStartCommand: num-cpus (limits, then requests), memory (limits only), accelerators."""
     limits: Mapping[str, Any] = resources.get("limits") or {}

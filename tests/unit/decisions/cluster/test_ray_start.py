@@ -130,7 +130,7 @@ GENERATE_CASES: list[tuple[str, str, dict[str, str], dict[str, Any], str]] = [
 def test_generate_ray_start_command(
     node_type: str, params: dict[str, str], resources: dict[str, Any], expected: str
 ) -> None:
-    assert generate_ray_start_command(node_type, dict(params), resources) == expected
+    assert generate_ray_start_command(node_type, dict(params), resources=resources) == expected
 
 
 @pytest.mark.parametrize(
@@ -304,8 +304,8 @@ def test_convert_param_map_is_sorted_and_deterministic(params: dict[str, str]) -
 def test_generate_is_idempotent_on_its_own_output(params: dict[str, str]) -> None:
     resources = {"limits": {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": "1", "google.com/tpu": "4"}}
     first = dict(params)
-    cmd1 = generate_ray_start_command("worker", first, resources)
+    cmd1 = generate_ray_start_command("worker", first, resources=resources)
     second = dict(first)
-    cmd2 = generate_ray_start_command("worker", second, resources)
+    cmd2 = generate_ray_start_command("worker", second, resources=resources)
     assert cmd1 == cmd2
     assert first == second
