@@ -35,6 +35,8 @@ class ObjectCache:
         self._objects: dict[Key, dict[str, Any]] = {}
         # ray.io/cluster label index: (kind, namespace, cluster) -> names, for "pods of a cluster"
         self._by_cluster: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+        # ownerReferences index: (kind, namespace, owner kind, owner name) -> names
+        self._by_owner: dict[tuple[str, str, str, str], set[str]] = defaultdict(set)
         self.last_seq = 0
         self.ready = asyncio.Event()
         self._progress = asyncio.Condition()
@@ -85,11 +87,16 @@ class ObjectCache:
         cluster = (event.object.get("metadata", {}).get("labels") or {}).get(CLUSTER_LABEL)
         if cluster:
             self._by_cluster[(event.kind, event.key.namespace, cluster)].add(event.key.name)
+        for ref in event.object.get("metadata", {}).get("ownerReferences") or []:
+            self._by_owner[(event.kind, event.key.namespace, ref.get("kind", ""),
+                            ref.get("name", ""))].add(event.key.name)
 
     def _unindex(self, key: Key, obj: dict[str, Any]) -> None:
         cluster = (obj.get("metadata", {}).get("labels") or {}).get(CLUSTER_LABEL)
         if cluster:
             self._by_cluster[(key[0], key[1], cluster)].discard(key[2])
+        for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+            self._by_owner[(key[0], key[1], ref.get("kind", ""), ref.get("name", ""))].discard(key[2])
 
     async def wait_for(self, seq: int, timeout: float | None = 5.0) -> bool:
         if self.last_seq >= seq:
@@ -110,6 +117,12 @@ class ObjectCache:
 
     def keys(self, kind: s.Kind) -> list[tuple[str, str]]:
         return [(ns, name) for (k, ns, name) in self._objects if k == kind.value]
+
+    def owned_by(self, kind: s.Kind, namespace: str, *, owner_kind: str,
+                 owner_name: str) -> list[dict[str, Any]]:
+        names = self._by_owner.get((kind.value, namespace, owner_kind, owner_name), set())
+        return [self._objects[(kind.value, namespace, n)] for n in sorted(names)
+                if (kind.value, namespace, n) in self._objects]
 
     def labelled(self, kind: s.Kind, namespace: str, cluster: str) -> list[dict[str, Any]]:
         names = self._by_cluster.get((kind.value, namespace, cluster), set())

@@ -18,7 +18,7 @@ from raybus.adapters.redis_state import StateStore
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandBatch, ObjectKey
 from raybus.bus.publish import publish_commands
-from raybus.bus.streams import BusSettings
+from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.decisions.commands import Command
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime, ReconcileFn
@@ -68,6 +68,7 @@ class ReconcilerApp:
         # Reconnect forever: a NATS restart must not kill the replica (JetStream keeps state).
         self._nc = await nats.connect(self.settings.nats_url, max_reconnect_attempts=-1,
                                       name=f"{self.settings.service}-{self.settings.replica_id}")
+        await ensure_streams(self._nc.jetstream(), self._bus)  # before anything subscribes
         self._store = StateStore.from_url(self.settings.redis_url)
         cache = ObjectCache(self._nc, kinds=self._kinds)
         ctx = ReconcilerContext(nc=self._nc, cache=cache, store=self._store,
@@ -76,7 +77,11 @@ class ReconcilerApp:
                                          replica_id=self.settings.replica_id, cache=cache,
                                          primary_kind=self._primary, reconcile=self._make(ctx),
                                          bus=self._bus)
+        await self.prepare(ctx)
         await self.runtime.start()
+
+    async def prepare(self, ctx: ReconcilerContext) -> None:
+        """Hook for controllers that need more state loaded before their first reconcile."""
 
     async def stop(self) -> None:
         if self.runtime is not None:

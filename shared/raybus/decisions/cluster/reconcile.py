@@ -38,7 +38,7 @@ from raybus.decisions.cluster.owned import reconcile_owned_objects
 from raybus.decisions.cluster.pods import reconcile_pods
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.cluster.status import StatusError, calculate_status, inconsistent_status
-from raybus.decisions.commands import Command, PatchObject, RecordEvent
+from raybus.decisions.commands import Command, PatchObject, RecordEvent, UpdateStatus
 
 # raycluster_controller.go DefaultRequeueDuration
 DEFAULT_REQUEUE_SECONDS = 2.0
@@ -120,20 +120,14 @@ def _validation_events(cluster: RayCluster, settings: OperatorSettings) -> tuple
             validate_raycluster_status(cluster),
         ),
     ]
-    requeue = False
     for event_reason, prefix, errors in groups:
-        if errors:
-            events.append(
-                RecordEvent(
-                    reason=f"{prefix}: {'; '.join(errors)}",
-                    target=ref,
-                    type="Warning",
-                    event_reason=event_reason,
-                    message=f"{prefix}: {'; '.join(errors)}",
-                )
+        if errors:  # KubeRay returns at the first failing validation
+            message = f"{prefix}: {'; '.join(errors)}"
+            event = RecordEvent(
+                reason=message, target=ref, type="Warning", event_reason=event_reason, message=message
             )
-            requeue = requeue or event_reason == "InvalidRayClusterStatus"
-    return events, requeue
+            return [event], event_reason == "InvalidRayClusterStatus"
+    return events, False
 
 
 def failure_error(failures: list[CommandFailure]) -> ReconcileError | None:
@@ -173,6 +167,15 @@ def clear_workers_to_delete_patch(raw: RayCluster, groups: list[str]) -> PatchOb
         reason=f"Clear scaleStrategy.workersToDelete of worker groups {sorted(groups)} after deleting them",
         target=cluster_ref(raw),
         merge_patch=patch,
+    )
+
+
+def status_update(snapshot: ClusterSnapshot, decision: ClusterDecision) -> UpdateStatus | None:
+    """The UpdateStatus command for ``decision.status`` (None when the status is unchanged)."""
+    if decision.status is None:
+        return None
+    return UpdateStatus(
+        reason="RayCluster status changed", target=cluster_ref(snapshot.cluster), status=decision.status
     )
 
 

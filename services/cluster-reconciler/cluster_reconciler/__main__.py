@@ -1,0 +1,29 @@
+"""`python -m cluster_reconciler`: flags/env -> settings -> run until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from raybus.decisions.cluster.settings import OperatorSettings
+from raybus.runtime.service import common_parser, common_settings, run_service
+
+from cluster_reconciler.app import create_app
+
+SERVICE = "cluster-reconciler"
+
+
+def main() -> None:
+    parser = common_parser(SERVICE)
+    parser.add_argument("--feature-gates", default=os.environ.get("RAYBUS_FEATURE_GATES", ""),
+                        help="KubeRay --feature-gates syntax, e.g. RayMultiHostIndexing=false")
+    args = parser.parse_args()
+    settings = common_settings(SERVICE, args)
+    # KubeRay reads its knobs (ENABLE_RANDOM_POD_DELETE, ...) from the operator's environment;
+    # so do we, once, here at the edge, and pass them into pure decision code.
+    operator = OperatorSettings.from_env(os.environ, feature_gates=args.feature_gates)
+    asyncio.run(run_service(settings, create_app(settings, operator)))
+
+
+if __name__ == "__main__":
+    main()

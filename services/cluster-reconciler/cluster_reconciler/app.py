@@ -1,0 +1,139 @@
+"""cluster-reconciler: KubeRay's RayCluster controller as a bus consumer.
+
+Per reconcile: read the RayCluster and everything it owns from the snapshot cache, its scale
+expectations from Redis, call the pure `reconcile_cluster`, persist the updated expectations
+*before* publishing the commands (KubeRay's ExpectScalePod-before-create order, so a crash between
+the two can never lead to a second create), then publish one ordered command batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from raybus.adapters.redis_state import EXPECTATIONS
+from raybus.api.raycluster import RayCluster
+from raybus.bus import subjects as s
+from raybus.bus.envelopes import ObjectKey
+from raybus.decisions.cluster.expectations import ScaleExpectations
+from raybus.decisions.cluster.outcome import cluster_ref
+from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
+from raybus.decisions.cluster.settings import OperatorSettings
+from raybus.decisions.commands import Command, ObjectRef, RecordEvent, UpdateStatus
+from raybus.runtime.controller import ReconcileFn
+from raybus.runtime.reconciler_app import ReconcilerApp, ReconcilerContext
+from raybus.runtime.service import CommonSettings
+
+from cluster_reconciler.outcomes import OutcomeCache
+
+log = logging.getLogger(__name__)
+KINDS = [s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.SERVICE, s.Kind.INGRESS, s.Kind.SERVICEACCOUNT,
+         s.Kind.ROLE, s.Kind.ROLEBINDING]
+
+
+class ClusterReconciler:
+    def __init__(self, ctx: ReconcilerContext, operator: OperatorSettings,
+                 outcomes: OutcomeCache) -> None:
+        self._ctx = ctx
+        self._operator = operator
+        self._outcomes = outcomes
+
+    def _owned(self, kind: s.Kind, key: ObjectKey) -> list[dict[str, Any]]:
+        return self._ctx.cache.owned_by(kind, key.namespace, owner_kind="RayCluster",
+                                        owner_name=key.name)
+
+    async def reconcile(self, key: ObjectKey) -> float | None:
+        cache, store = self._ctx.cache, self._ctx.store
+        raw = cache.get(s.Kind.RAYCLUSTER, key.namespace, key.name)
+        if raw is None:
+            # RayClusterScaleExpectation.Delete on NotFound: nothing left to expect.
+            await store.delete(EXPECTATIONS, namespace=key.namespace, name=key.name)
+            self._outcomes.forget(key)
+            return None
+        try:
+            cluster = RayCluster.model_validate(raw)
+        except ValidationError as exc:
+            return await self._unparseable(key, raw, exc)
+        stored = await store.load(EXPECTATIONS, namespace=key.namespace, name=key.name)
+        expectations = ScaleExpectations.model_validate(stored) if stored else ScaleExpectations()
+        snapshot = ClusterSnapshot(
+            cluster=cluster,
+            pods=cache.labelled(s.Kind.POD, key.namespace, key.name),
+            services=_union(self._owned(s.Kind.SERVICE, key),
+                            cache.labelled(s.Kind.SERVICE, key.namespace, key.name)),
+            ingresses=self._owned(s.Kind.INGRESS, key),
+            service_accounts=self._owned(s.Kind.SERVICEACCOUNT, key),
+            roles=self._owned(s.Kind.ROLE, key),
+            role_bindings=self._owned(s.Kind.ROLEBINDING, key),
+            expectations=expectations,
+            last_failures=self._outcomes.failures(key),
+        )
+        decision = reconcile_cluster(snapshot, settings=self._operator, now=datetime.now(UTC),
+                                     entropy=secrets.token_hex(8))
+        if decision.expectations != expectations:
+            await store.save(EXPECTATIONS, namespace=key.namespace, name=key.name,
+                             value=decision.expectations.model_dump(mode="json"))
+        commands: list[Command] = list(decision.commands)
+        if decision.status is not None:
+            commands.append(UpdateStatus(reason="RayCluster status changed",
+                                         target=cluster_ref(cluster), status=decision.status))
+        for reason in decision.reasons:
+            log.info(reason, extra={"key": str(key)})
+        if commands:
+            await self._ctx.publish(key=key, kind=s.Kind.RAYCLUSTER, commands=commands,
+                                    reasons=decision.reasons, uid=cluster.metadata.uid,
+                                    resource_version=cluster.metadata.resource_version)
+        return decision.requeue_after
+
+    async def _unparseable(self, key: ObjectKey, raw: dict[str, Any],
+                           exc: ValidationError) -> float | None:
+        # The API server accepted it (preserve-unknown-fields), our models did not: treat it like
+        # KubeRay's InvalidRayClusterSpec (Warning event, no requeue), never crash the replica.
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+        meta = raw.get("metadata") or {}
+        message = f"The RayCluster spec is invalid {key}: {problems}"
+        ref = ObjectRef(api_version="ray.io/v1", kind="RayCluster", namespace=key.namespace,
+                        name=key.name, uid=meta.get("uid"))
+        await self._ctx.publish(key=key, kind=s.Kind.RAYCLUSTER, reasons=[message], commands=[
+            RecordEvent(reason=message, target=ref, type="Warning",
+                        event_reason="InvalidRayClusterSpec", message=message)])
+        return None
+
+
+def _union(*groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for group in groups:
+        for obj in group:
+            seen.setdefault(obj.get("metadata", {}).get("name", ""), obj)
+    return list(seen.values())
+
+
+class ClusterReconcilerApp(ReconcilerApp):
+    """The reconciler app plus the outcome cache, started before any reconcile can run."""
+
+    def __init__(self, settings: CommonSettings, operator: OperatorSettings) -> None:
+        self.outcomes: OutcomeCache | None = None
+
+        def make(ctx: ReconcilerContext) -> ReconcileFn:
+            self.outcomes = OutcomeCache(ctx.nc)
+            return ClusterReconciler(ctx, operator, self.outcomes).reconcile
+
+        super().__init__(settings, controller=s.Controller.CLUSTER,
+                         primary_kind=s.Kind.RAYCLUSTER, kinds=KINDS, make_reconcile=make)
+
+    async def prepare(self, ctx: ReconcilerContext) -> None:
+        assert self.outcomes is not None
+        await self.outcomes.start()
+
+    async def stop(self) -> None:
+        if self.outcomes is not None:
+            await self.outcomes.stop()
+        await super().stop()
+
+
+def create_app(settings: CommonSettings, operator: OperatorSettings | None = None) -> ReconcilerApp:
+    return ClusterReconcilerApp(settings, operator or OperatorSettings())

@@ -1,0 +1,47 @@
+"""Ties simulated Ray dashboards to simulated head pods: a cluster's dashboard answers while its
+head pod is Running and Ready, and refuses connections otherwise (a real head's dashboard lives
+and dies with the head's ray container)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raybus_sim.apiserver.store import Event
+from raybus_sim.dashboard import DashboardRegistry
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in status.get("conditions") or [])
+
+
+class HeadDashboardSync:
+    """A store listener: head pod events -> registry.head_up / head_down."""
+
+    def __init__(self, registry: DashboardRegistry) -> None:
+        self._registry = registry
+        self._ready_heads: dict[tuple[str, str], set[str]] = {}
+
+    def __call__(self, event: Event) -> None:
+        if event.rt.kind != "Pod":
+            return
+        meta = event.obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if labels.get("ray.io/node-type") != "head" or "ray.io/cluster" not in labels:
+            return
+        key = (meta.get("namespace", "default"), labels["ray.io/cluster"])
+        heads = self._ready_heads.setdefault(key, set())
+        was_up = bool(heads)
+        if event.type != "DELETED" and _ready(event.obj):
+            heads.add(meta["name"])
+        else:
+            heads.discard(meta["name"])
+        if heads and not was_up:
+            # A new head pod is a new Ray cluster: jobs and serve apps start empty (keep_state
+            # False), as when KubeRay recreates a head without GCS fault tolerance.
+            self._registry.head_up(*key)
+        elif was_up and not heads:
+            self._registry.head_down(*key)
