@@ -157,6 +157,11 @@ def _deleted_response(t: Target, obj: Obj, removed: bool) -> web.Response:
                     "details": details})
 
 
+def _strict(request: web.Request) -> bool:
+    # fieldValidation=Strict (kubectl's default) turns silently-pruned unknown CR fields into a 400.
+    return request.query.get("fieldValidation") == "Strict"
+
+
 async def patch_object(store: Store, t: Target, request: web.Request) -> web.Response:
     rt, ns, name = t.rt, t.namespace or "", t.name or ""
     ctype = request.content_type
@@ -172,7 +177,7 @@ async def patch_object(store: Store, t: Target, request: web.Request) -> web.Res
             if t.sub:
                 raise errors.not_found(rt.plural, rt.group, name)
             body.setdefault("metadata", {})["name"] = name
-            return respond(store.create(rt, ns, body), 201)
+            return respond(store.create(rt, ns, body, strict=_strict(request)), 201)
         patched = merge_patch(cur, body)
     elif cur is None:
         raise errors.not_found(rt.plural, rt.group, name)
@@ -186,7 +191,7 @@ async def patch_object(store: Store, t: Target, request: web.Request) -> web.Res
         raise errors.unsupported_media(ctype)
     if not isinstance(patched, dict):
         raise errors.bad_request("patch result is not an object")
-    return respond(store.update(rt, ns, name, patched, subresource=t.sub))
+    return respond(store.update(rt, ns, name, patched, subresource=t.sub, strict=_strict(request)))
 
 
 async def resource_handler(request: web.Request, segs: list[str]) -> web.Response | web.StreamResponse:
@@ -216,7 +221,7 @@ async def resource_handler(request: web.Request, segs: list[str]) -> web.Respons
             raise errors.method_not_allowed()
         body = _check_kind(t, body)
         _check_name_ns(t, body)
-        return respond(store.create(rt, ns, body), 201)
+        return respond(store.create(rt, ns, body, strict=_strict(request)), 201)
     if t.name is None:
         if method == "DELETE":  # deletecollection
             pred_l = compile_label_selector(q.get("labelSelector"))
@@ -231,7 +236,8 @@ async def resource_handler(request: web.Request, segs: list[str]) -> web.Respons
     if method == "PUT":
         body = _check_kind(t, await read_body(request))
         _check_name_ns(t, body)
-        return respond(store.update(rt, ns, t.name, body, subresource=t.sub, require_rv=rt.custom))
+        return respond(store.update(rt, ns, t.name, body, subresource=t.sub, require_rv=rt.custom,
+                                    strict=_strict(request)))
     if method == "PATCH":
         return await patch_object(store, t, request)
     if method == "DELETE":

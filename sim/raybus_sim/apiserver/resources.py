@@ -24,6 +24,8 @@ class ResourceType:
     printer_columns: tuple[dict[str, Any], ...] = ()
     # Default DeleteOptions.propagationPolicy when the client sends none (batch/v1 Job orphans, as upstream).
     default_propagation: str = "Background"
+    # CRD openAPIV3Schema for this version (pruning/defaulting/validation in schema.py).
+    schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def singular(self) -> str:
@@ -86,6 +88,7 @@ def crd_resource_types(crd: dict[str, Any]) -> list[ResourceType]:
             short_names=tuple(names.get("shortNames") or ()), categories=tuple(names.get("categories") or ()),
             status_subresource="status" in subresources, generation=True, custom=True,
             printer_columns=tuple(ver.get("additionalPrinterColumns") or ()),
+            schema=(ver.get("schema") or {}).get("openAPIV3Schema"),
         ))
     return out
 

@@ -18,6 +18,7 @@ from typing import Any
 from . import errors
 from .defaults import apply_create_defaults, now_rfc3339
 from .resources import Registry, ResourceType
+from .schema import apply_schema
 from .selectors import Pred
 from .validation import validate_create, validate_update
 
@@ -164,7 +165,9 @@ class Store:
         self.rv += 1
         return str(self.rv)
 
-    def create(self, rt: ResourceType, ns: str, obj: Obj) -> Obj:
+    def create(self, rt: ResourceType, ns: str, obj: Obj, *, strict: bool = False) -> Obj:
+        if rt.schema is not None:
+            obj = apply_schema(rt, obj, strict=strict)
         meta = dict(obj.get("metadata") or {})
         obj = dict(obj)
         obj["metadata"] = meta
@@ -202,7 +205,7 @@ class Store:
         return obj
 
     def update(self, rt: ResourceType, ns: str, name: str, new: Obj, *, subresource: str | None = None,
-               require_rv: bool = False, validate: bool = True) -> Obj:
+               require_rv: bool = False, validate: bool = True, strict: bool = False) -> Obj:
         cur = self.get(rt, ns, name)
         cmeta = cur["metadata"]
         nmeta = new.get("metadata") or {}
@@ -236,6 +239,11 @@ class Store:
                     meta[k] = cmeta[k]
                 else:
                     meta.pop(k, None)
+        out["metadata"] = meta
+        if rt.schema is not None:  # before generation/no-op checks: defaulting can make a write a no-op
+            out = apply_schema(rt, out, strict=strict)
+            meta = out["metadata"]
+        if subresource != "status":
             if rt.generation:
                 gen = cmeta.get("generation", 1)
                 if _strip_for_generation(out) != _strip_for_generation(cur):
@@ -243,7 +251,6 @@ class Store:
                 meta["generation"] = gen
             else:
                 meta.pop("generation", None)
-        out["metadata"] = meta
         meta["resourceVersion"] = cmeta["resourceVersion"]
         if out == cur:
             return cur  # no-op writes neither bump resourceVersion nor emit events, as upstream

@@ -246,3 +246,47 @@ async def test_crd_created_through_api_is_served(api: client.ApiClient) -> None:
     with pytest.raises(ApiException) as exc:
         await co.get_cluster_custom_object("acme.io", "v1", "gadgets", "g1")
     assert exc.value.status == 404
+
+
+async def test_crd_schema_prunes_defaults_and_validates(server: RunningApiServer, api: client.ApiClient) -> None:
+    ext = client.ApiextensionsV1Api(api)
+    schema = {"type": "object", "properties": {
+        "spec": {"type": "object", "required": ["size"], "properties": {
+            "size": {"type": "integer", "minimum": 1},
+            "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
+            "port": {"x-kubernetes-int-or-string": True},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}},
+        "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}}
+    await ext.create_custom_resource_definition({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.acme.io"},
+        "spec": {"group": "acme.io", "scope": "Namespaced", "names": {"kind": "Thing", "plural": "things"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": schema}}]}})
+    co = client.CustomObjectsApi(api)
+    args = {"group": "acme.io", "version": "v1", "namespace": "default", "plural": "things"}
+
+    def thing(name: str, spec: dict) -> dict:
+        return {"apiVersion": "acme.io/v1", "kind": "Thing", "metadata": {"name": name}, "spec": spec}
+
+    t = await co.create_namespaced_custom_object(**args, body=thing("t", {"size": 2, "port": "http", "bogus": 1,
+                                                                           "free": {"any": {"thing": 1}}}))
+    assert t["spec"] == {"size": 2, "mode": "a", "port": "http", "free": {"any": {"thing": 1}}}  # pruned + defaulted
+    t = await co.patch_namespaced_custom_object_status(**args, name="t", body={"status": {"phase": "Up", "junk": 1}},
+                                                       **MERGE)
+    assert t["status"] == {"phase": "Up"}
+    with pytest.raises(ApiException) as exc:
+        await co.create_namespaced_custom_object(**args, body=thing("bad", {"size": "big", "mode": "c"}))
+    body = status_of(exc.value)
+    assert exc.value.status == 422 and {c["field"] for c in body["details"]["causes"]} == {"spec.size", "spec.mode"}
+    assert 'spec.size in body must be of type integer: "big"' in body["message"]
+    with pytest.raises(ApiException) as exc:
+        await co.create_namespaced_custom_object(**args, body=thing("bad", {"mode": "b"}))
+    assert exc.value.status == 422 and 'spec.size: Required value' in status_of(exc.value)["message"]
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:  # kubectl's fieldValidation=Strict: unknown fields are a 400
+        async with http.post(f"{server.url}/apis/acme.io/v1/namespaces/default/things?fieldValidation=Strict",
+                             json=thing("s", {"size": 1, "bogus": 1})) as r:
+            assert r.status == 400
+            assert 'strict decoding error: unknown field "spec.bogus"' in (await r.json())["message"]
