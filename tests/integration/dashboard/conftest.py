@@ -22,6 +22,7 @@ FAST = ClusterSettings(
     serve_deploy_s=0.3,
     serve_unchanged_blip_s=0.05,
     serve_delete_s=0.1,
+    serve_delete_unserved_s=0.5,
     timeout_sleep_s=1.0,
 )
 

@@ -24,6 +24,7 @@ async def wait_terminal(client: RayDashboardClient, job_id: str, *, timeout: flo
 
 
 async def test_job_runs_to_succeeded(sim: Sim) -> None:
+    await sim.control("PUT", "/ns/rc/settings", {"job_pending_s": 0.5})  # wide enough to see PENDING
     client = sim.client()
     sid = await client.submit_job(JobSubmitRequest(entrypoint='python -c "print(1)"', submission_id="ok-1"))
     assert sid == "ok-1"
@@ -73,6 +74,7 @@ async def test_control_api_finishes_a_hanging_job(sim: Sim) -> None:
 
 
 async def test_stop_then_delete(sim: Sim) -> None:
+    await sim.control("PUT", "/ns/rc/settings", {"stop_delay_s": 0.5})
     client = sim.client()
     await client.submit_job(JobSubmitRequest(entrypoint="sleep 60", submission_id="long"))
     await asyncio.sleep(0.1)
@@ -95,6 +97,7 @@ async def test_stop_then_delete(sim: Sim) -> None:
 
 async def test_deleted_job_comes_back_as_ghost(sim: Sim) -> None:
     """README §3: DELETE right after STOPPED -> 404, then a FAILED/JOB_SUPERVISOR_ACTOR_DIED ghost."""
+    await sim.control("PUT", "/ns/rc/settings", {"ghost_window_s": 10, "ghost_delay_s": 1.0})
     client = sim.client()
     await client.submit_job(JobSubmitRequest(entrypoint="sleep 60", submission_id="test-job-long"))
     await asyncio.sleep(0.1)
@@ -105,7 +108,7 @@ async def test_deleted_job_comes_back_as_ghost(sim: Sim) -> None:
         await client.get_job_info("test-job-long")
     with pytest.raises(JobNotFound):
         await client.delete_job("test-job-long")
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(1.1)
     ghost = await client.get_job_info("test-job-long")  # 39b_*
     assert ghost.status is JobStatus.FAILED and ghost.is_supervisor_ghost
     assert ghost.error_type == "JOB_SUPERVISOR_ACTOR_DIED" and ghost.entrypoint == "Entrypoint not found."
@@ -113,7 +116,7 @@ async def test_deleted_job_comes_back_as_ghost(sim: Sim) -> None:
     assert ghost.message is not None and ghost.message.startswith("Job supervisor actor died: ")
     assert "test-job-long" in [j.submission_id for j in await client.list_jobs()]  # 39c_*
     await client.delete_job("test-job-long")  # re-deleting the ghost is clean
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(1.1)
     with pytest.raises(JobNotFound):
         await client.get_job_info("test-job-long")
 
@@ -137,7 +140,7 @@ async def test_duplicate_submission_id(sim: Sim) -> None:
 
 
 async def test_auto_id_resources_message_and_hex_job_id(sim: Sim) -> None:
-    await sim.control("PUT", "/ns/rc/settings", {"job_pending_s": 0.3})
+    await sim.control("PUT", "/ns/rc/settings", {"job_pending_s": 1.0})
     client = sim.client()
     sid = await client.submit_job(JobSubmitRequest(entrypoint="echo auto", entrypoint_num_cpus=0.5))
     assert sid.startswith("raysubmit_") and len(sid) == len("raysubmit_kA4KQMdnrVcaN7aY")

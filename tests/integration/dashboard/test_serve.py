@@ -33,6 +33,7 @@ async def wait_statuses(
 
 
 async def test_put_then_deploying_then_running(sim: Sim) -> None:
+    await sim.control("PUT", "/ns/rc/settings", {"serve_deploy_s": 2.0})  # first half: no route yet
     client = sim.client()
     assert (await client.get_serve_details()).applications == {}  # 01_*: before Serve started
     assert await sim.proxy().is_healthy() is False  # port 8000 closed until Serve runs
@@ -55,6 +56,7 @@ async def test_update_shows_deploying_never_updating(sim: Sim) -> None:
     client = sim.client()
     await client.update_deployments(config("serve_config_v1"))
     await wait_statuses(client, {"app1": ApplicationStatus.RUNNING, "app2": ApplicationStatus.RUNNING})
+    await sim.control("PUT", "/ns/rc/serve/apps/app1/plan", {"deploy_s": 1.0})
     await client.update_deployments(config("serve_config_v2_num_replicas_2"))
     statuses = await client.get_multi_application_status()
     assert statuses["app1"].status is ApplicationStatus.DEPLOYING  # no app-level UPDATING
