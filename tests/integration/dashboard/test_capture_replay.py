@@ -25,6 +25,8 @@ from aiohttp import web
 from raybus_sim.dashboard import ClusterSettings, DashboardRegistry, create_dashboard_app
 from tests.conftest import DASHBOARD_CAPTURES
 
+pytestmark = pytest.mark.integration
+
 # Not modelled by the simulator (KubeRay never calls them); listed so nothing is skipped silently.
 NOT_MODELLED = {"00_dashboard_cluster_status", "00_dashboard_nodes_summary"}
 # Timings of the real head (README §3/§4) so that timing-dependent answers line up.

@@ -14,6 +14,8 @@ import pytest
 from raybus.adapters.dashboard import DashboardUnreachable, RayDashboardClient
 from raybus.testing.servers import free_port
 
+pytestmark = pytest.mark.integration
+
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes], *, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout

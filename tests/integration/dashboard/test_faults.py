@@ -10,6 +10,8 @@ from raybus.adapters.dashboard import DashboardGarbage, DashboardUnreachable, Jo
 from raybus.adapters.dashboard_models import JobStatus, JobSubmitRequest
 from tests.integration.dashboard.conftest import Sim
 
+pytestmark = pytest.mark.integration
+
 
 async def test_timeout_is_unreachable_and_bounded(sim: Sim) -> None:
     await sim.control("POST", "/ns/rc/faults", {"kind": "timeout", "count": 5, "sleep_s": 3.0})

@@ -10,6 +10,8 @@ from raybus.adapters.dashboard import JobAlreadyExists, JobNotFound, JobNotTermi
 from raybus.adapters.dashboard_models import JobDetails, JobStatus, JobSubmitRequest, JobType
 from tests.integration.dashboard.conftest import Sim
 
+pytestmark = pytest.mark.integration
+
 
 async def wait_terminal(client: RayDashboardClient, job_id: str, *, timeout: float = 5.0) -> JobDetails:
     seen: list[JobStatus] = []

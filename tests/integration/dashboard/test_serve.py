@@ -13,6 +13,8 @@ from raybus.adapters.dashboard_models import ApplicationStatus, DeploymentStatus
 from tests.conftest import DASHBOARD_CAPTURES
 from tests.integration.dashboard.conftest import Sim
 
+pytestmark = pytest.mark.integration
+
 
 def config(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((DASHBOARD_CAPTURES / f"{name}.json").read_text())
