@@ -146,8 +146,13 @@ def test_worker_creates_bounded_by_missing_pods(case: tuple[ClusterSnapshot, Ope
     snap, cfg = case
     d = decide(snap, cfg)
     cluster = with_defaults(snap.cluster)
+    deleted = {c.target.name for c in d.commands if isinstance(c, DeleteObject)}
     for group in cluster.spec.worker_group_specs or []:
-        existing = len(podutil.group_pods(snap.pods, group.group_name))
+        # Pods this decision deletes (e.g. workersToDelete) no longer count, exactly as KubeRay's
+        # runningPods excludes deletedWorkers; everything else (Pending, terminating) counts.
+        existing = len(
+            [p for p in podutil.group_pods(snap.pods, group.group_name) if podutil.name(p) not in deleted]
+        )
         made = [o for o in pod_creates(d) if o["metadata"]["labels"].get("ray.io/group") == group.group_name]
         assert len(made) <= max(0, worker_group_desired_pods(group) - existing)
 
@@ -225,3 +230,42 @@ def test_fresh_cluster_converges_to_desired(shape: list[tuple[int, int, int]], e
     for group in cluster.spec.worker_group_specs or []:
         assert len(podutil.group_pods(snap.pods, group.group_name)) == worker_group_desired_pods(group)
     assert snap.cluster.status is not None and snap.cluster.status.state == "ready"
+
+
+JUNK_POD = st.fixed_dictionaries(
+    {},
+    optional={
+        "metadata": st.fixed_dictionaries(
+            {},
+            optional={
+                "name": st.sampled_from(["a", "b", "demo-head-x", ""]),
+                "labels": st.dictionaries(
+                    st.sampled_from(["ray.io/node-type", "ray.io/group", "ray.io/worker-group-replica-name"]),
+                    st.sampled_from(["head", "worker", "small", "tpu", "r1", ""]),
+                ),
+                "deletionTimestamp": st.just("2026-01-01T00:00:00Z"),
+            },
+        ),
+        "spec": st.fixed_dictionaries({}, optional={"containers": st.just([{"name": "ray"}])}),
+        "status": st.fixed_dictionaries(
+            {},
+            optional={
+                "phase": st.sampled_from(["Running", "Failed", "", "Unknown"]),
+                "conditions": st.just([{"type": "Ready"}]),
+                "containerStatuses": st.just([{"name": "ray", "state": {"terminated": {}}}]),
+            },
+        ),
+    },
+)
+
+
+@PROPS
+@given(st.lists(JUNK_POD, max_size=6), st.booleans())
+def test_malformed_pods_never_crash(pods: list[dict[str, Any]], autoscaling: bool) -> None:
+    groups = [worker_group("small", replicas=1), worker_group("tpu", replicas=1, numOfHosts=2)]
+    snap = ClusterSnapshot(
+        cluster=make_cluster(groups=groups, enableInTreeAutoscaling=autoscaling),
+        pods=pods,
+        services=[head_service()],
+    )
+    decide(snap, OperatorSettings())

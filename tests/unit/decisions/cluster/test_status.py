@@ -10,7 +10,12 @@ import pytest
 
 from raybus.api import with_defaults
 from raybus.decisions.cluster.outcome import ReconcileError
-from raybus.decisions.cluster.reconcile import ClusterSnapshot, CommandFailure, reconcile_cluster
+from raybus.decisions.cluster.reconcile import (
+    ClusterSnapshot,
+    CommandFailure,
+    reconcile_cluster,
+    status_update,
+)
 from raybus.decisions.cluster.status import (
     StatusError,
     calculate_status,
@@ -244,3 +249,17 @@ def test_status_written_only_when_changed() -> None:
     d2 = reconcile_cluster(snap2, settings=SETTINGS, now=later(60), entropy="e")
     assert d2.status is None
     assert d2.requeue_after == SETTINGS.raycluster_default_requeue_seconds
+
+
+def test_state_transition_times_untouched_without_state_change() -> None:
+    before = {"state": "ready", "stateTransitionTimes": {"ready": "2025-01-01T00:00:00Z"}}
+    s = status_of([HEAD, *workers(2)], status=before)
+    assert s["stateTransitionTimes"] == {"ready": "2025-01-01T00:00:00Z"}
+
+
+def test_status_update_command() -> None:
+    snap = ClusterSnapshot(cluster=make_cluster(groups=[]), pods=[HEAD], services=[head_service()])
+    d = reconcile_cluster(snap, settings=SETTINGS, now=T0, entropy="e")
+    cmd = status_update(snap, d)
+    assert cmd is not None and cmd.status == d.status and cmd.target.kind == "RayCluster"
+    assert cmd.target.uid == "uid-1"
