@@ -8,21 +8,14 @@ lives under .raybus/ (kubeconfig, env, logs, data); Ctrl-C stops it all.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import signal
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raybus.testing.servers import free_port, start_nats, start_redis
+from raybus.cli.stack import LocalStack
 
 HOME = Path(".raybus")
-SERVICES = ["watcher", "command_executor", "cluster_reconciler", "job_reconciler",
-            "service_reconciler", "dashboard_poller"]
 
 
 def add_parser(sub: Any) -> None:
@@ -43,75 +36,26 @@ def read_env(home: Path = HOME) -> dict[str, str]:
     return {k: v for k, v in pairs}
 
 
-@dataclass
-class Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-
-def _spawn(name: str, argv: list[str], *, home: Path, env: dict[str, str]) -> Proc:
-    log = home / "logs" / f"{name}.log"
-    popen = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                             env={**os.environ, **env}, start_new_session=True)
-    return Proc(name=name, popen=popen, log=log)
-
-
-def _wait_for_line(proc: Proc, needle: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode}); see {proc.log}")
-        if proc.log.exists() and needle in proc.log.read_text(errors="replace"):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"{proc.name} not ready after {timeout}s; see {proc.log}")
-
-
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
 def run(args: argparse.Namespace) -> int:
-    home: Path = args.home
-    (home / "logs").mkdir(parents=True, exist_ok=True)
-    nats = start_nats(home / "nats")
-    redis = start_redis(home / "redis")
-    api_port, dash_port = free_port(), free_port()
-    kubeconfig = home / "kubeconfig"
-    env = {"RAYBUS_NATS_URL": nats.url, "RAYBUS_REDIS_URL": redis.url,
-           "RAYBUS_KUBECONFIG": str(kubeconfig.resolve()),
-           "RAYBUS_DASHBOARD_URL_TEMPLATE": f"http://127.0.0.1:{dash_port}/{{namespace}}/{{cluster}}"}
-    (home / "env").write_text("".join(f"{k}={v}\n" for k, v in env.items()))
-    procs: list[Proc] = []
-    py = sys.executable
+    stack = LocalStack(home=args.home, replicas=args.replicas)
     try:
-        sim = _spawn("kube-sim", [py, "-m", "raybus_sim", "--port", str(api_port),
-                                  "--dashboard-port", str(dash_port), "--kubeconfig", str(kubeconfig),
-                                  "--state-file", str(home / "apiserver-state.json")],
-                     home=home, env=env)
-        procs.append(sim)
-        _wait_for_line(sim, "kube-sim ready")
-        for service in SERVICES:
-            count = args.replicas if service.endswith("reconciler") else 1
-            for i in range(count):
-                name = service.replace("_", "-") + (f"-{i}" if count > 1 else "")
-                procs.append(_spawn(name, [py, "-m", service, "--replica-id", name],
-                                    home=home, env=env))
-        for proc in procs[1:]:
-            _wait_for_line(proc, '"started"')
-        _print_table(env=env, api_port=api_port, dash_port=dash_port, procs=procs, home=home)
+        stack.start()
+        _print_table(stack)
         print("raybus ready", flush=True)
         if args.demo:
             from raybus.cli.demo import follow_sample
 
-            ok = follow_sample(kubeconfig=kubeconfig)
+            ok = follow_sample(kubeconfig=stack.kubeconfig)
             if args.exit_after_demo:
                 return 0 if ok else 1
         signal.signal(signal.SIGTERM, _interrupt)
         while True:
             time.sleep(1)
-            for proc in procs:
+            for proc in stack.procs:
                 if proc.popen.poll() is not None:
                     print(f"{proc.name} exited with {proc.popen.returncode}; see {proc.log}",
                           flush=True)
@@ -120,26 +64,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         print("stopping raybus ...", flush=True)
-        for proc in reversed(procs):
-            with contextlib.suppress(ProcessLookupError):
-                proc.popen.terminate()
-        for proc in reversed(procs):
-            try:
-                proc.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.popen.kill()
-        redis.stop()
-        nats.stop()
+        stack.stop()
         print("stopped", flush=True)
 
 
-def _print_table(*, env: dict[str, str], api_port: int, dash_port: int, procs: list[Proc],
-                 home: Path) -> None:
-    print(f"  nats        {env['RAYBUS_NATS_URL']}  (JetStream, data in {home}/nats)")
-    print(f"  redis       {env['RAYBUS_REDIS_URL']}")
-    print(f"  kube API    http://127.0.0.1:{api_port}  kubeconfig {env['RAYBUS_KUBECONFIG']}")
-    print(f"  dashboards  http://127.0.0.1:{dash_port}/<namespace>/<cluster>/api/...")
-    for proc in procs:
+def _print_table(stack: LocalStack) -> None:
+    assert stack.nats is not None and stack.redis is not None
+    print(f"  nats        {stack.nats.url}  (JetStream, data in {stack.home}/nats)")
+    print(f"  redis       {stack.redis.url}")
+    print(f"  kube API    {stack.api_url}  kubeconfig {stack.kubeconfig}")
+    print(f"  dashboards  {stack.dashboard_url}/<namespace>/<cluster>/api/...")
+    for proc in stack.procs:
         print(f"  {proc.name:<22} pid {proc.popen.pid:<7} log {proc.log}")
-    print(f"  try: kubectl --kubeconfig {home}/kubeconfig get rayclusters,pods -o wide")
-    print("       raybus tap            (bus traffic; `raybus tap cmd` for commands only)")
+    print(f"  try: kubectl --kubeconfig {stack.home}/kubeconfig get rayclusters,pods -o wide")
+    print("       .venv/bin/raybus tap   (bus traffic; `raybus tap cmd` for commands only)")

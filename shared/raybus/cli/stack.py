@@ -1,0 +1,140 @@
+"""The local stack as a reusable object: `raybus up`, the end-to-end tests and the benchmarks
+all start exactly the same processes the same way."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raybus.testing.servers import NatsServer, RedisServer, free_port, start_nats, start_redis
+
+SERVICES = ["watcher", "command_executor", "cluster_reconciler", "job_reconciler",
+            "service_reconciler", "dashboard_poller"]
+
+
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class LocalStack:
+    home: Path
+    replicas: int = 1
+    services: list[str] = field(default_factory=lambda: list(SERVICES))
+    extra_env: dict[str, str] = field(default_factory=dict)
+    nats: NatsServer | None = None
+    redis: RedisServer | None = None
+    procs: list[Proc] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    api_port: int = 0
+    dashboard_port: int = 0
+
+    @property
+    def kubeconfig(self) -> Path:
+        return (self.home / "kubeconfig").resolve()
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def start(self) -> None:
+        (self.home / "logs").mkdir(parents=True, exist_ok=True)
+        self.nats = start_nats(self.home / "nats")
+        self.redis = start_redis(self.home / "redis")
+        self.api_port, self.dashboard_port = free_port(), free_port()
+        self.env = {
+            "RAYBUS_NATS_URL": self.nats.url, "RAYBUS_REDIS_URL": self.redis.url,
+            "RAYBUS_KUBECONFIG": str(self.kubeconfig),
+            "RAYBUS_DASHBOARD_URL_TEMPLATE": f"{self.dashboard_url}/{{namespace}}/{{cluster}}",
+            **self.extra_env,
+        }
+        (self.home / "env").write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
+        sim = self.spawn("kube-sim", ["-m", "raybus_sim", "--port", str(self.api_port),
+                                      "--dashboard-port", str(self.dashboard_port),
+                                      "--kubeconfig", str(self.kubeconfig),
+                                      "--state-file", str(self.home / "apiserver-state.json")])
+        wait_for_line(sim, "kube-sim ready")
+        started = []
+        for service in self.services:
+            count = self.replicas if service.endswith("reconciler") else 1
+            for i in range(count):
+                name = service.replace("_", "-") + (f"-{i}" if count > 1 else "")
+                started.append(self.spawn(name, ["-m", service, "--replica-id", name]))
+        for proc in started:
+            wait_for_line(proc, '"started"')
+
+    def spawn(self, name: str, args: list[str]) -> Proc:
+        log = self.home / "logs" / f"{name}.log"
+        argv = [sys.executable, *args]
+        popen = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                                 env={**os.environ, **self.env}, start_new_session=True)
+        proc = Proc(name=name, argv=argv, popen=popen, log=log)
+        self.procs.append(proc)
+        return proc
+
+    def proc(self, name: str) -> Proc:
+        return next(p for p in self.procs if p.name == name)
+
+    def restart(self, name: str, *, kill: bool = False) -> Proc:
+        """Stop one process (SIGKILL with kill=True) and start it again with the same argv."""
+        old = self.proc(name)
+        stop_proc(old, kill=kill)
+        self.procs.remove(old)
+        new = self.spawn(name, old.argv[1:])
+        wait_for_line(new, "ready" if name == "kube-sim" else '"started"', offset_from_end=True)
+        return new
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            with contextlib.suppress(ProcessLookupError):
+                proc.popen.terminate()
+        for proc in reversed(self.procs):
+            stop_proc(proc)
+        if self.redis is not None:
+            self.redis.stop()
+        if self.nats is not None:
+            self.nats.stop()
+
+
+def stop_proc(proc: Proc, *, kill: bool = False) -> None:
+    if proc.popen.poll() is not None:
+        return
+    if kill:
+        proc.popen.kill()
+    else:
+        proc.popen.terminate()
+    try:
+        proc.popen.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.popen.kill()
+        proc.popen.wait(5)
+
+
+def wait_for_line(proc: Proc, needle: str, timeout: float = 60.0, *,
+                  offset_from_end: bool = False) -> None:
+    """Wait for `needle` in the process log (only in what it writes from now on, if asked)."""
+    start = proc.log.stat().st_size if offset_from_end and proc.log.exists() else 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode}); see {proc.log}")
+        if proc.log.exists():
+            with proc.log.open("rb") as f:
+                f.seek(start)
+                if needle.encode() in f.read():
+                    return
+        time.sleep(0.05)
+    raise TimeoutError(f"{proc.name} not ready after {timeout}s; see {proc.log}")
