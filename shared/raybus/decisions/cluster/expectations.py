@@ -106,6 +106,20 @@ def check_satisfied(
     return not pending, ScaleExpectations(groups=groups)
 
 
+def forget_pods(expectations: ScaleExpectations, pod_names: Iterable[str]) -> ScaleExpectations:
+    """Drop the expectations of Pods whose create/delete failed: KubeRay only calls ExpectScalePod
+    after a successful API call, so a failed one never blocks the group."""
+    names = frozenset(pod_names)
+    if not names:
+        return expectations
+    groups = {
+        group: kept
+        for group, items in expectations.groups.items()
+        if (kept := tuple(item for item in items if item.name not in names))
+    }
+    return ScaleExpectations(groups=groups)
+
+
 def clear_expectations() -> ScaleExpectations:
     """RayClusterScaleExpectation.Delete: forget every expectation of the cluster."""
     return ScaleExpectations()

@@ -27,7 +27,7 @@ from raybus.api.validation_cluster import (
     validate_raycluster_upgrade_options,
     validate_worker_group_names,
 )
-from raybus.decisions.cluster.expectations import ScaleExpectations
+from raybus.decisions.cluster.expectations import ScaleExpectations, forget_pods
 from raybus.decisions.cluster.outcome import (
     EVENT_TO_FAILURE,
     REPLICA_FAILURE_REASONS,
@@ -57,6 +57,9 @@ class CommandFailure(BaseModel):
 
     reason: str
     message: str = ""
+    # "Kind/namespace/name" of the failed command's object (CommandResult.target); a failed Pod
+    # create/delete drops that Pod's scale expectation.
+    target: str | None = None
 
 
 class ClusterSnapshot(BaseModel):
@@ -207,7 +210,12 @@ def reconcile_cluster(
 
     commands: list[Command] = []
     reasons: list[str] = []
-    expectations = snapshot.expectations
+    failed_pods = [
+        f.target.split("/", 2)[2]
+        for f in snapshot.last_failures
+        if f.target and f.target.startswith("Pod/") and f.target.count("/") >= 2
+    ]
+    expectations = forget_pods(snapshot.expectations, failed_pods)
     owned = reconcile_owned_objects(cluster, snapshot=snapshot, settings=settings)
     commands += owned.commands
     reasons += owned.reasons

@@ -15,6 +15,7 @@ from raybus.decisions.cluster.expectations import (
     check_satisfied,
     clear_expectations,
     expect_scale_pod,
+    forget_pods,
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -105,3 +106,12 @@ def test_satisfied_iff_nothing_pending(
         remaining, group="g", existing_pod_names=existing, now=T0 + timedelta(seconds=elapsed)
     )
     assert (ok2, remaining2) == (ok, remaining)
+
+
+def test_forget_pods_drops_failed_ones_everywhere() -> None:
+    exp = _expect(ScaleExpectations(), "g", "a", ScaleAction.CREATE)
+    exp = _expect(exp, "g", "b", ScaleAction.CREATE)
+    exp = _expect(exp, HEAD_GROUP, "h", ScaleAction.DELETE)
+    out = forget_pods(exp, ["a", "h"])
+    assert [p.name for p in out.for_group("g")] == ["b"] and out.for_group(HEAD_GROUP) == ()
+    assert forget_pods(exp, []) == exp

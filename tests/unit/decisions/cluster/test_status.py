@@ -263,3 +263,30 @@ def test_status_update_command() -> None:
     cmd = status_update(snap, d)
     assert cmd is not None and cmd.status == d.status and cmd.target.kind == "RayCluster"
     assert cmd.target.uid == "uid-1"
+
+
+def test_failed_pod_create_does_not_block_the_group() -> None:
+    snap = ClusterSnapshot(
+        cluster=make_cluster(groups=[worker_group(replicas=1)]), pods=[HEAD], services=[head_service()]
+    )
+    first = reconcile_cluster(snap, settings=SETTINGS, now=T0, entropy="e")
+    (created,) = [c for c in first.commands if getattr(c, "event_reason", None) == "CreatedWorkerPod"]
+    name = created.object["metadata"]["name"]  # type: ignore[union-attr]
+    failure = CommandFailure(reason="FailedCreateWorkerPod", message="quota", target=f"Pod/ns/{name}")
+    retry = snap.model_copy(update={"expectations": first.expectations, "last_failures": [failure]})
+    again = reconcile_cluster(retry, settings=SETTINGS, now=later(1), entropy="f")
+    assert [c.event_reason for c in again.commands if getattr(c, "op", "") == "create"] == [
+        "CreatedWorkerPod"
+    ]
+    # Without the target the expectation holds the group until the 30 s timeout.
+    blocked = snap.model_copy(
+        update={
+            "expectations": first.expectations,
+            "last_failures": [failure.model_copy(update={"target": None})],
+        }
+    )
+    assert not [
+        c
+        for c in reconcile_cluster(blocked, settings=SETTINGS, now=later(1), entropy="f").commands
+        if getattr(c, "op", "") == "create"
+    ]
