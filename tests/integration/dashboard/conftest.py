@@ -44,7 +44,7 @@ class Sim:
     def client(self, cluster: str = "rc", *, namespace: str = "ns", **kwargs: object) -> RayDashboardClient:
         base = render_base_url(self.template, namespace=namespace, cluster=cluster)
         kwargs.setdefault("retry_wait_s", 0.01)
-        return RayDashboardClient(self.http, base_url=base, **kwargs)  # type: ignore[arg-type]
+        return RayDashboardClient(self.http, base_url=base, **kwargs)
 
     def proxy(self, cluster: str = "rc", *, namespace: str = "ns") -> RayHttpProxyClient:
         return RayHttpProxyClient(self.http, base_url=f"{self.root}/{namespace}/{cluster}/serve")

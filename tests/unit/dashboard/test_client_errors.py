@@ -43,7 +43,7 @@ def make_client(
     handler: Callable[[httpx.Request], httpx.Response], **kwargs: object
 ) -> tuple[RayDashboardClient, httpx.AsyncClient]:
     http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    client = RayDashboardClient(http, base_url="http://head:8265", retry_wait_s=0.001, **kwargs)  # type: ignore[arg-type]
+    client = RayDashboardClient(http, base_url="http://head:8265", retry_wait_s=0.001, **kwargs)
     return client, http
 
 

@@ -33,7 +33,7 @@ def test_entrypoint_conventions(
 
 def _job(entrypoint: str = "sleep 1", **kwargs: object) -> SimJob:
     plan = plan_from_entrypoint(entrypoint, pending_s=0.5, running_s=0.1)
-    return SimJob(submission_id="j", entrypoint=entrypoint, submitted_at=T0, plan=plan, **kwargs)  # type: ignore[arg-type]
+    return SimJob(submission_id="j", entrypoint=entrypoint, submitted_at=T0, plan=plan, **kwargs)
 
 
 def test_timeline_and_details() -> None:
