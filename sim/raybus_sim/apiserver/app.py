@@ -121,7 +121,11 @@ def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path
         if state_path is not None:
             store.dump(state_path)
 
+    async def on_shutdown(_: web.Application) -> None:
+        store.close_watchers()
+
     app.on_startup.append(on_startup)
+    app.on_shutdown.append(on_shutdown)
     app.on_cleanup.append(on_cleanup)
     app.router.add_route("*", "/{tail:.*}", dispatch)
     return app

@@ -371,6 +371,12 @@ class Store:
         st.watchers.add(w)
         return w, backlog
 
+    def close_watchers(self) -> None:
+        """End every open watch stream (server shutdown); clients see a clean EOF and re-watch."""
+        for st in self.states.values():
+            for w in st.watchers:
+                w.queue.put_nowait(("CLOSE", {}))
+
     def unwatch(self, rt: ResourceType, w: Watcher) -> None:
         self.state(rt.gr).watchers.discard(w)
 

@@ -102,11 +102,18 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
                     await resp.write(bookmark().encode())
                     next_bookmark = time.monotonic() + bookmark_every
                 continue
-            parts = [render(etype, obj)]
-            while not queue.empty():  # batch whatever queued up into one write
-                etype, obj = queue.get_nowait()
+            parts = []
+            while True:  # batch whatever queued up into one write
+                if etype == "CLOSE":
+                    break
                 parts.append(render(etype, obj))
-            await resp.write("".join(parts).encode())
+                if queue.empty():
+                    break
+                etype, obj = queue.get_nowait()
+            if parts:
+                await resp.write("".join(parts).encode())
+            if etype == "CLOSE":
+                break
     except ConnectionResetError:
         pass
     finally:
