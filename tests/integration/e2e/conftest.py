@@ -1,0 +1,109 @@
+"""End-to-end fixtures: the whole stack as real processes (nats-server, redis-server, the local
+API server with kubelet and dashboards, every raybus service), reached only over HTTP/NATS."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
+from raybus.cli.stack import LocalStack
+
+REPO = Path(__file__).resolve().parents[3]
+SAMPLE = yaml.safe_load((REPO / "deploy/samples/ray-cluster.sample.yaml").read_text())
+RC = resource_for("ray.io/v1", "RayCluster")
+POD = resource_for("v1", "Pod")
+EVENT = resource_for("v1", "Event")
+NS = "default"
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    # Two cluster-reconciler replicas throughout: every e2e test also checks that sharing the
+    # work never produces duplicates.
+    s = LocalStack(home=tmp_path_factory.mktemp("stack"), replicas=2)
+    try:
+        s.start()
+        yield s
+    finally:
+        s.stop()
+
+
+class Kube:
+    """What a user does with kubectl, over the Kubernetes API."""
+
+    def __init__(self, client: KubeClient, stack: LocalStack) -> None:
+        self.c = client
+        self.stack = stack
+
+    async def apply_cluster(self, name: str, *, mutate: Callable[[dict[str, Any]], None] | None = None,
+                            ) -> dict[str, Any]:
+        body = copy.deepcopy(SAMPLE)
+        body["metadata"] = {"name": name, "namespace": NS}
+        if mutate:
+            mutate(body)
+        return await self.c.create(RC, body, namespace=NS)
+
+    async def cluster(self, name: str) -> dict[str, Any]:
+        return await self.c.get(RC, namespace=NS, name=name)
+
+    async def patch_cluster(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return await self.c.merge_patch(RC, namespace=NS, name=name, patch=patch)
+
+    async def pods(self, cluster: str, *, node_type: str | None = None) -> list[dict[str, Any]]:
+        selector = f"ray.io/cluster={cluster}" + (f",ray.io/node-type={node_type}" if node_type else "")
+        items, _ = await self.c.list_all(POD, namespace=NS, label_selector=selector)
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    async def events(self, name_prefix: str, reason: str) -> list[dict[str, Any]]:
+        items, _ = await self.c.list_all(EVENT, namespace=NS)
+        return [e for e in items if e.get("reason") == reason
+                and e.get("involvedObject", {}).get("name", "").startswith(name_prefix)]
+
+    async def delete_pod(self, name: str) -> None:
+        await self.c.delete(POD, namespace=NS, name=name)
+
+    async def sim(self, path: str, body: dict[str, Any] | None = None) -> None:
+        async with httpx.AsyncClient() as http:
+            r = await http.post(f"{self.stack.api_url}/sim/{path}", json=body or {})
+            r.raise_for_status()
+
+    async def eventually(self, check: Callable[[], Awaitable[bool]], *, timeout: float = 30.0,
+                         what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if await check():
+                    return
+            except KubeError:
+                pass
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+    async def wait_ready(self, name: str, *, workers: int, timeout: float = 30.0) -> dict[str, Any]:
+        async def ready() -> bool:
+            rc = await self.cluster(name)
+            pods = await self.pods(name)
+            running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+            return ((rc.get("status") or {}).get("state") == "ready" and len(running) == workers + 1
+                    and len(pods) == workers + 1)
+
+        await self.eventually(ready, timeout=timeout, what=f"{name} ready with {workers} workers")
+        return await self.cluster(name)
+
+
+@pytest.fixture
+async def kube(stack: LocalStack) -> AsyncIterator[Kube]:
+    client = KubeClient(await new_api_client(str(stack.kubeconfig)))
+    try:
+        yield Kube(client, stack)
+    finally:
+        await client.close()
