@@ -279,17 +279,10 @@ def _reconcile_worker_group(plan: PodPlan, group: WorkerGroupSpec) -> ReconcileE
                 used.add(int(raw))
         for i in range(diff):
             if indexing:
+                # createWorkerPodWithIndex: a single-host replica only gets the lowest free index.
                 index = next_free_index(used)
                 used.add(index)
-                replica_name = plan.names.allocate(f"{name}-", f"replica/{name}/{i}")
-                pod = build_worker(
-                    plan,
-                    group,
-                    key=f"{name}/{i}",
-                    replica_group_name=replica_name,
-                    replica_index=index,
-                    host_index=0,
-                )
+                pod = build_worker(plan, group, key=f"{name}/{i}", replica_index=index, host_index=0)
             else:
                 pod = build_worker(plan, group, key=f"{name}/{i}")
             plan.create_pod(
