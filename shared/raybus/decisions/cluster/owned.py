@@ -40,7 +40,7 @@ from raybus.decisions.cluster.services import (
     serve_service_name,
 )
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.decisions.commands import Command, CreateObject, RecordEvent
+from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject, RecordEvent
 
 if TYPE_CHECKING:  # reconcile.py imports this module
     from raybus.decisions.cluster.reconcile import ClusterSnapshot
@@ -109,12 +109,67 @@ def _rbac(cluster: RayCluster, snapshot: ClusterSnapshot, out: OwnedOutcome) -> 
     return None
 
 
+def _map_patch(existing: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Merge-patch fragment that makes map ``existing`` equal ``desired`` (None when already equal)."""
+    existing = existing or {}
+    if dict(existing) == dict(desired):
+        return None
+    patch: dict[str, Any] = {key: None for key in existing if key not in desired}
+    patch.update(desired)
+    return patch
+
+
+def ingress_drift_patch(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any] | None:
+    """ingressNeedsUpdate (v1.7): labels, annotations and spec rules / tls / ingressClassName follow
+    the RayCluster; returns the merge patch, or None when nothing drifted."""
+    patch: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    for key in ("labels", "annotations"):
+        fragment = _map_patch(
+            (existing.get("metadata") or {}).get(key), (desired.get("metadata") or {}).get(key) or {}
+        )
+        if fragment is not None:
+            meta[key] = fragment
+    spec: dict[str, Any] = {}
+    for key in ("rules", "tls", "ingressClassName"):
+        want = (desired.get("spec") or {}).get(key)
+        if (existing.get("spec") or {}).get(key) != want:
+            spec[key] = want
+    if meta:
+        patch["metadata"] = meta
+    if spec:
+        patch["spec"] = spec
+    return patch or None
+
+
 def _ingress(cluster: RayCluster, snapshot: ClusterSnapshot, out: OwnedOutcome) -> None:
-    """reconcileIngressKubernetes: create when none carries the cluster label (no OpenShift Route)."""
+    """reconcileIngressKubernetes: create when none carries the cluster label, bring a single
+    existing one back in line (v1.7 ingressNeedsUpdate). No OpenShift Route."""
     if not cluster.spec.head_group_spec.enable_ingress:
         return
-    if not _with_labels(list(snapshot.ingresses), {k.RAY_CLUSTER_LABEL_KEY: cluster.name}):
-        _create(out, build_head_ingress(cluster), event_reason="CreatedIngress")
+    existing = _with_labels(list(snapshot.ingresses), {k.RAY_CLUSTER_LABEL_KEY: cluster.name})
+    desired = build_head_ingress(cluster)
+    if not existing:
+        _create(out, desired, event_reason="CreatedIngress")
+        return
+    if len(existing) == 1:
+        patch = ingress_drift_patch(existing[0], desired)
+        if patch is not None:
+            meta = existing[0].get("metadata") or {}
+            out.commands.append(
+                PatchObject(
+                    reason=f"Ingress {meta.get('name')} drifted from the RayCluster; updating it",
+                    target=ObjectRef(
+                        api_version="networking.k8s.io/v1",
+                        kind="Ingress",
+                        namespace=str(meta.get("namespace") or cluster.namespace),
+                        name=str(meta.get("name") or ""),
+                        uid=meta.get("uid"),
+                    ),
+                    merge_patch=patch,
+                    event_reason="UpdatedIngress",
+                )
+            )
 
 
 def _head_service(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from raybus.api.raycluster import ScaleStrategy
+from raybus.api.raycluster import IngressOptions, ScaleStrategy
 from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
 from raybus.decisions.commands import CreateObject, RecordEvent
 from tests.unit.decisions.cluster.test_reconcile_helpers import (
@@ -205,3 +205,22 @@ def test_pods_terminating_are_waited_for() -> None:
 def test_requeue_two_seconds_while_working() -> None:
     d = decide(ClusterSnapshot(cluster=make_cluster()))
     assert d.requeue_after == 2.0
+
+
+def _ingress_cluster(host: str, annotations: dict[str, str] | None = None) -> Any:
+    cluster = make_cluster(annotations=annotations)
+    cluster.spec.head_group_spec.enable_ingress = True
+    cluster.spec.head_group_spec.ingress_options = IngressOptions(host=host)
+    return cluster
+
+
+def test_ingress_created_then_kept_in_line() -> None:
+    snap = ClusterSnapshot(cluster=_ingress_cluster("a.example.com", {"team": "x"}))
+    world = apply(snap, decide(snap))
+    assert len(world.ingresses) == 1
+    assert not patches(decide(world), "Ingress")  # no drift
+    moved = world.model_copy(update={"cluster": _ingress_cluster("b.example.com")})
+    (patch,) = patches(decide(moved), "Ingress")
+    assert patch.target.name == "demo-head-ingress"
+    assert patch.merge_patch["metadata"]["annotations"] == {"team": None}
+    assert patch.merge_patch["spec"]["rules"][0]["host"] == "b.example.com"
