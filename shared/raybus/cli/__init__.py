@@ -9,10 +9,11 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="raybus", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from raybus.cli import tap, up
+    from raybus.cli import render, tap, up
 
     up.add_parser(sub)
     tap.add_parser(sub)
+    render.add_parser(sub)
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result

@@ -1,0 +1,109 @@
+"""`raybus render FILE`: every object raybus would create for the RayClusters in FILE, as YAML.
+
+No server: it runs the same pure `reconcile_cluster` the cluster-reconciler runs, on an empty
+cluster, with a fixed clock and fixed entropy so pod names are stable placeholders between runs
+(a real cluster gets random 5-character suffixes, as with KubeRay).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from raybus.api.load import parse_manifests
+from raybus.api.raycluster import RayCluster
+from raybus.api.rayjob import RayJob
+from raybus.api.rayservice import RayService
+from raybus.api.settings import FeatureGates
+from raybus.decisions.cluster.naming import random_suffix
+from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
+from raybus.decisions.cluster.settings import OperatorSettings
+from raybus.decisions.commands import CreateObject, RecordEvent
+
+FIXED_NOW = datetime(2000, 1, 1, tzinfo=UTC)
+ENTROPY = "raybus-render"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("render", help="print the objects raybus would create for a manifest")
+    p.add_argument("file", type=Path, help="YAML with RayCluster (or RayJob/RayService) documents")
+    p.add_argument("--namespace", default="default", help="namespace for objects that have none")
+    p.add_argument("--feature-gates", default="",
+                   help="KubeRay --feature-gates syntax, e.g. RayClusterMTLS=true")
+    p.set_defaults(func=run)
+
+
+def _clusters(text: str, namespace: str) -> list[RayCluster]:
+    out: list[RayCluster] = []
+    for obj in parse_manifests(text):
+        if isinstance(obj, RayCluster):
+            cluster = obj
+        elif isinstance(obj, RayJob | RayService):
+            # The RayCluster a RayJob/RayService would own, named <name>-<5 chars> as KubeRay's
+            # GenerateRayClusterName does (a fixed placeholder suffix here).
+            spec = obj.spec.ray_cluster_spec
+            if spec is None:
+                continue
+            cluster = RayCluster.model_validate({
+                "apiVersion": "ray.io/v1", "kind": "RayCluster",
+                "metadata": {"name": f"{obj.metadata.name}-{random_suffix(ENTROPY, obj.metadata.name or '')}",
+                             "namespace": obj.metadata.namespace},
+                "spec": spec.to_dict()})
+        else:
+            continue
+        if not cluster.metadata.namespace:
+            cluster = cluster.model_copy(update={"metadata": cluster.metadata.model_copy(
+                update={"namespace": namespace})})
+        out.append(cluster)
+    return out
+
+
+def render(text: str, *, namespace: str = "default",
+           settings: OperatorSettings | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """(objects to create, problems). Repeats reconcile rounds on the growing set of created
+    objects until nothing more would be created, so pods that KubeRay creates only after the head
+    exists are included too."""
+    settings = settings or OperatorSettings()
+    objects: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for cluster in _clusters(text, namespace):
+        created: list[dict[str, Any]] = []
+        for round_no in range(5):
+            pods = [o for o in created if o.get("kind") == "Pod"]
+            snapshot = ClusterSnapshot(cluster=cluster, pods=pods,
+                                       services=[o for o in created if o.get("kind") == "Service"],
+                                       ingresses=[o for o in created if o.get("kind") == "Ingress"],
+                                       service_accounts=[o for o in created if o.get("kind") == "ServiceAccount"],
+                                       roles=[o for o in created if o.get("kind") == "Role"],
+                                       role_bindings=[o for o in created if o.get("kind") == "RoleBinding"])
+            decision = reconcile_cluster(snapshot, settings=settings, now=FIXED_NOW,
+                                         entropy=f"{ENTROPY}-{round_no}")
+            problems += [c.message for c in decision.commands
+                         if isinstance(c, RecordEvent) and c.type == "Warning"]
+            new = [c.object for c in decision.commands if isinstance(c, CreateObject)]
+            if not new:
+                break
+            created += new
+        objects += created
+    return objects, problems
+
+
+def _ordered(obj: dict[str, Any]) -> dict[str, Any]:
+    first: tuple[str, ...] = ("apiVersion", "kind", "metadata", "spec")
+    head: dict[str, Any] = {k: obj[k] for k in first if k in obj}
+    return {**head, **{k: v for k, v in obj.items() if k not in head}}
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = OperatorSettings(feature_gates=FeatureGates.from_flag(args.feature_gates))
+    objects, problems = render(args.file.read_text(), namespace=args.namespace, settings=settings)
+    objects = [_ordered(o) for o in objects]
+    for problem in problems:
+        print(f"invalid: {problem}", file=sys.stderr)
+    yaml.safe_dump_all(objects, sys.stdout, sort_keys=False)
+    return 1 if problems else 0
