@@ -59,8 +59,9 @@ class CommandExecutorService:
         self.executor: Executor | None = None
         self.bus = BusSettings(partitions=settings.partitions, ack_wait_s=settings.ack_wait_s,
                                max_deliver=settings.max_deliver)
+        # FastStream logs every message at INFO by default; per-batch logging is ours (with reasons).
         self.broker = NatsBroker(settings.nats_url, max_reconnect_attempts=-1,
-                                 name=f"{SERVICE}-{settings.replica_id}")
+                                 name=f"{SERVICE}-{settings.replica_id}", log_level=logging.DEBUG)
         self.applied = 0  # batches finished (observable for tests / bench)
         self.broker.subscriber(
             s.commands_filter(),

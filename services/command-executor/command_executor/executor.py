@@ -105,6 +105,9 @@ class Executor:
                     await self.record_event(ref, *event)
             except (KubeError, UnknownResource) as exc:
                 err = exc if isinstance(exc, KubeError) else KubeError(400, "UnknownKind", str(exc))
+                if target.kind == "Secret":
+                    # 422 Invalid messages quote field values: never carry a Secret's onward.
+                    err = KubeError(err.code, err.reason, "message withheld (Secret)")
                 out.transient = err.transient
                 out.results.append(CommandResult(
                     op=cmd.op, target=describe(target), ok=False, code=err.code,

@@ -97,12 +97,15 @@ class Watcher:
 
     async def _run(self, inf: Informer) -> None:
         # Initial lists in WATCHES order (Services before EndpointSlices) like WaitForCacheSync,
-        # then every kind watches concurrently.
+        # then every kind watches concurrently. A kind whose list fails (CRD not installed yet)
+        # must not hold up the others: it keeps retrying in run() with backoff.
         index = self.informers.index(inf)
         if index > 0:
-            await self.informers[index - 1].synced.wait()
-        with contextlib.suppress(Exception):
+            await self.informers[index - 1].attempted.wait()
+        try:
             await inf.relist(why="initial")
+        except Exception as exc:  # noqa: BLE001 - retried by run()
+            log.warning("initial list failed", extra={"kind": inf.spec.kind.value, "error": str(exc)})
         await inf.run()
 
     async def wait_synced(self, timeout: float = 30.0) -> None:

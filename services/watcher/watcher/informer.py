@@ -49,15 +49,21 @@ class Informer:
         self._next_resync = 0.0
         self.relists = 0  # observable for tests and logs
         self.synced = asyncio.Event()
+        self.attempted = asyncio.Event()  # first list tried (may have failed, e.g. CRD missing)
 
     async def relist(self, *, why: str) -> None:
-        items, rv = await self._kube.list_all(self._res, namespace=self._ns,
-                                              label_selector=self.spec.label_selector)
+        try:
+            items, rv = await self._kube.list_all(self._res, namespace=self._ns,
+                                                  label_selector=self.spec.label_selector)
+        finally:
+            self.attempted.set()
         changes = diff_relist(self.known, items)
         log.info("relisted", extra={"kind": self.spec.kind.value, "why": why, "items": len(items),
                                     "changes": len(changes), "resource_version": rv})
-        for etype, obj in changes:
-            await self._apply(etype, obj)
+        # A relist holds distinct objects only, so they may be published concurrently (in chunks,
+        # to bound in-flight publishes); watch events stay strictly in order.
+        for start in range(0, len(changes), 64):
+            await asyncio.gather(*(self._apply(etype, obj) for etype, obj in changes[start:start + 64]))
         self.resource_version = rv
         self.relists += 1
         self._next_resync = time.monotonic() + self._resync_s

@@ -192,3 +192,38 @@ async def test_restarted_watcher_publishes_only_differences(nats_server: NatsSer
         await watcher.stop()
         await kube.close()
         await nc.close()
+
+
+async def test_owned_objects_route_to_owner_and_endpointslices_via_their_service(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    svc_res, slice_res = resource_for("v1", "Service"), resource_for("discovery.k8s.io/v1", "EndpointSlice")
+    watcher = await start_watcher(nats_server.url, kubeconfig)
+    owner = {"apiVersion": "ray.io/v1", "kind": "RayService", "name": "rs", "uid": "rs-uid",
+             "controller": True}
+    try:
+        await kube.create(svc_res, {"apiVersion": "v1", "kind": "Service",
+                                    "metadata": {"name": "rs-serve-svc", "ownerReferences": [owner]},
+                                    "spec": {"ports": [{"port": 8000}]}}, namespace="default")
+        await kube.create(svc_res, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "unrelated"},
+                                    "spec": {"ports": [{"port": 80}]}}, namespace="default")
+        _, svc_seq = await object_event(js, s.Kind.SERVICE, "rs-serve-svc")
+        await trigger(js, s.Controller.SERVICE, "rs", min_seq=svc_seq)
+        await kube.create(slice_res, {
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+            "metadata": {"name": "rs-serve-svc-abcde", "labels": {"kubernetes.io/service-name": "rs-serve-svc"}},
+            "endpoints": [{"addresses": ["10.0.0.7"], "conditions": {"ready": True}}]}, namespace="default")
+        _, slice_seq = await object_event(js, s.Kind.ENDPOINTSLICE, "rs-serve-svc-abcde")
+        trig = await trigger(js, s.Controller.SERVICE, "rs", min_seq=slice_seq)
+        assert trig.cause == "ADDED endpointslice default/rs-serve-svc-abcde" and trig.kind == "rayservice"
+        assert await last_msg(js, s.STREAM_OBJECTS, s.object_subject("service", "default", "unrelated")) is None
+        # Losing its ray.io owner retracts the Service from the bus (published as DELETED).
+        await kube.merge_patch(svc_res, namespace="default", name="rs-serve-svc",
+                               patch={"metadata": {"ownerReferences": None}})
+        await object_event(js, s.Kind.SERVICE, "rs-serve-svc", pred=lambda e: e.type == "DELETED")
+    finally:
+        await watcher.stop()
+        await kube.close()
+        await nc.close()

@@ -171,3 +171,11 @@ async def test_repeated_event_bumps_count_instead_of_new_event() -> None:
     await ex.apply(batch(cmd))
     await ex.apply(batch(cmd))
     assert [c[0] for c in kube.calls] == ["create", "patch"]
+
+
+async def test_secret_error_messages_are_withheld() -> None:
+    leak = KubeError(422, "Invalid", 'Secret "s" is invalid: data[token]: Invalid value: "hunter2"')
+    kube = ScriptedKube({("create", "s"): [leak]})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"token": "aHVudGVyMg=="}}
+    out = await Executor(kube).apply(batch(CreateObject(reason="r", object=secret)))  # type: ignore[arg-type]
+    assert not out.results[0].ok and "hunter2" not in out.results[0].message
