@@ -93,7 +93,34 @@ def _default_service(obj: dict[str, Any], store: Store) -> None:
         spec.setdefault("clusterIPs", [spec["clusterIP"]])
         spec.setdefault("ipFamilies", ["IPv4"])
         spec.setdefault("ipFamilyPolicy", "SingleStack")
+    if spec["type"] in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+        if spec["type"] == "LoadBalancer":
+            spec.setdefault("allocateLoadBalancerNodePorts", True)
+        for p in spec.get("ports") or []:
+            if not p.get("nodePort"):
+                store.node_port_counter += 1
+                p["nodePort"] = 30000 + store.node_port_counter % 2768
     obj["status"] = {"loadBalancer": {}}
+
+
+def apply_update_defaults(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> None:
+    """Upstream's service registry copies allocated values the client left out (patchAllocatedValues)."""
+    if rt.gr != "services":
+        return
+    nspec, ospec = new.get("spec"), old.get("spec") or {}
+    if not isinstance(nspec, dict):
+        return
+    for k in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+        if not nspec.get(k) and ospec.get(k):
+            nspec[k] = ospec[k]
+    old_ports = {(p.get("port"), p.get("protocol", "TCP")): p for p in ospec.get("ports") or []}
+    for p in nspec.get("ports") or []:
+        p.setdefault("protocol", "TCP")
+        p.setdefault("targetPort", p.get("port"))
+        prev = old_ports.get((p.get("port"), p["protocol"]))
+        if not p.get("nodePort") and prev and prev.get("nodePort") and nspec.get("type") in ("NodePort", "LoadBalancer"):
+            p["nodePort"] = prev["nodePort"]
 
 
 def _default_job(obj: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from . import discovery, errors, openapi
 from .errors import ApiError
+from .events import from_storage, is_converted, to_storage
 from .keys import STATE
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import ResourceType
@@ -123,6 +124,8 @@ def list_response(store: Store, t: Target, request: web.Request) -> web.Response
                 {"rv": rv, "k": [lastobj.get("namespace", ""), lastobj["name"]]}).encode()).decode()
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
+    if is_converted(rt):
+        items = [from_storage(rt, o) for o in items]
     if wants_table(request):
         table = to_table(rt, items, rv)
         table["metadata"] = meta
@@ -164,9 +167,12 @@ def _strict(request: web.Request) -> bool:
 
 async def patch_object(store: Store, t: Target, request: web.Request) -> web.Response:
     rt, ns, name = t.rt, t.namespace or "", t.name or ""
+    srt = _storage_rt(store, rt)
     ctype = request.content_type
     body = await read_body(request)
     cur = store.find(rt, ns, name)
+    if cur is not None:
+        cur = from_storage(rt, cur)
     if ctype == "application/apply-patch+yaml":
         # Server-side apply approximated as create-or-merge-patch; no managedFields/conflict detection.
         if not request.query.get("fieldManager"):
@@ -177,7 +183,7 @@ async def patch_object(store: Store, t: Target, request: web.Request) -> web.Res
             if t.sub:
                 raise errors.not_found(rt.plural, rt.group, name)
             body.setdefault("metadata", {})["name"] = name
-            return respond(store.create(rt, ns, body, strict=_strict(request)), 201)
+            return respond(from_storage(rt, store.create(srt, ns, to_storage(rt, body), strict=_strict(request))), 201)
         patched = merge_patch(cur, body)
     elif cur is None:
         raise errors.not_found(rt.plural, rt.group, name)
@@ -191,7 +197,16 @@ async def patch_object(store: Store, t: Target, request: web.Request) -> web.Res
         raise errors.unsupported_media(ctype)
     if not isinstance(patched, dict):
         raise errors.bad_request("patch result is not an object")
-    return respond(store.update(rt, ns, name, patched, subresource=t.sub, strict=_strict(request)))
+    out = store.update(srt, ns, name, to_storage(rt, patched), subresource=t.sub, strict=_strict(request))
+    return respond(from_storage(rt, out))
+
+
+def _storage_rt(store: Store, rt: ResourceType) -> ResourceType:
+    if is_converted(rt):
+        core = store.registry.get("", "v1", "events")
+        assert core is not None
+        return core
+    return rt
 
 
 async def resource_handler(request: web.Request, segs: list[str]) -> web.Response | web.StreamResponse:
@@ -209,7 +224,7 @@ async def resource_handler(request: web.Request, segs: list[str]) -> web.Respons
             if t.watch_path or q.get("watch") in ("1", "true", "True"):
                 return await serve_watch(request, store, t.rt, t.namespace, t.name)
             return list_response(store, t, request)
-        obj = store.get(rt, ns, t.name)
+        obj = from_storage(rt, store.get(rt, ns, t.name))
         if wants_table(request):
             return respond(to_table(rt, [obj], obj["metadata"]["resourceVersion"]))
         return respond(obj)
@@ -221,14 +236,15 @@ async def resource_handler(request: web.Request, segs: list[str]) -> web.Respons
             raise errors.method_not_allowed()
         body = _check_kind(t, body)
         _check_name_ns(t, body)
-        return respond(store.create(rt, ns, body, strict=_strict(request)), 201)
+        srt = _storage_rt(store, rt)
+        return respond(from_storage(rt, store.create(srt, ns, to_storage(rt, body), strict=_strict(request))), 201)
     if t.name is None:
         if method == "DELETE":  # deletecollection
             pred_l = compile_label_selector(q.get("labelSelector"))
             pred_f = compile_field_selector(q.get("fieldSelector"), plural=rt.plural, group=rt.group)
             policy, grace, _ = _delete_options(request, await _maybe_body(request))
-            out = [store.delete(rt, o["metadata"].get("namespace", ""), o["metadata"]["name"],
-                                propagation=policy, grace=grace)
+            out = [from_storage(rt, store.delete(_storage_rt(store, rt), o["metadata"].get("namespace", ""),
+                                                 o["metadata"]["name"], propagation=policy, grace=grace))
                    for o in store.list(rt, t.namespace, lambda o: pred_l(o) and pred_f(o))]
             return respond({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
                             "metadata": {"resourceVersion": str(store.rv)}, "items": out})
@@ -236,14 +252,15 @@ async def resource_handler(request: web.Request, segs: list[str]) -> web.Respons
     if method == "PUT":
         body = _check_kind(t, await read_body(request))
         _check_name_ns(t, body)
-        return respond(store.update(rt, ns, t.name, body, subresource=t.sub, require_rv=rt.custom,
-                                    strict=_strict(request)))
+        out = store.update(_storage_rt(store, rt), ns, t.name, to_storage(rt, body), subresource=t.sub,
+                           require_rv=rt.custom, strict=_strict(request))
+        return respond(from_storage(rt, out))
     if method == "PATCH":
         return await patch_object(store, t, request)
     if method == "DELETE":
         policy, grace, pre = _delete_options(request, await _maybe_body(request))
-        obj = store.delete(rt, ns, t.name, propagation=policy, grace=grace, preconditions=pre)
-        return _deleted_response(t, obj, store.find(rt, ns, t.name) is None)
+        obj = store.delete(_storage_rt(store, rt), ns, t.name, propagation=policy, grace=grace, preconditions=pre)
+        return _deleted_response(t, from_storage(rt, obj), store.find(rt, ns, t.name) is None)
     raise errors.method_not_allowed()
 
 

@@ -26,6 +26,8 @@ class ResourceType:
     default_propagation: str = "Background"
     # CRD openAPIV3Schema for this version (pruning/defaulting/validation in schema.py).
     schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    # Storage shared with another resource (events.k8s.io events live with core events).
+    storage: str | None = None
 
     @property
     def singular(self) -> str:
@@ -38,6 +40,8 @@ class ResourceType:
     @property
     def gr(self) -> str:
         """Storage key: one store per group+resource, independent of version."""
+        if self.storage:
+            return self.storage
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
@@ -66,7 +70,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     _b("gateway.networking.k8s.io", "v1", "gateways", "Gateway", short_names=("gtw",), status_subresource=True,
        generation=True),
     _b("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute", status_subresource=True, generation=True),
-    _b("events.k8s.io", "v1", "events", "Event", short_names=("ev",)),
+    _b("events.k8s.io", "v1", "events", "Event", short_names=("ev",), storage="events"),
     _b("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
        namespaced=False, short_names=("crd", "crds"), status_subresource=True, generation=True),
     _b("coordination.k8s.io", "v1", "leases", "Lease"),

@@ -7,6 +7,7 @@ metadata dict), so events can hold references instead of copies and a watcher ca
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import uuid
 from collections import deque
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import errors
-from .defaults import apply_create_defaults, now_rfc3339
+from .defaults import apply_create_defaults, apply_update_defaults, now_rfc3339
 from .resources import Registry, ResourceType
 from .schema import apply_schema
 from .selectors import Pred
@@ -84,6 +85,7 @@ class Store:
         self.listeners: list[Callable[[Event], None]] = []
         # Pods on a node are deleted gracefully (kubelet confirms) only when a kubelet is attached.
         self.graceful_pod_delete = False
+        self.node_port_counter = 0
         self.ip_counter = 10  # service clusterIP allocator (10.96.0.x); .1 is the kubernetes service upstream
 
     # --- reads -----------------------------------------------------------------------------------
@@ -226,6 +228,9 @@ class Store:
         else:
             out = dict(new)
             out["apiVersion"], out["kind"] = rt.api_version, rt.kind
+            if isinstance(out.get("spec"), dict) and rt.gr == "services":
+                out["spec"] = copy.deepcopy(out["spec"])
+                apply_update_defaults(rt, out, cur)
             if rt.status_subresource:
                 if "status" in cur:
                     out["status"] = cur["status"]

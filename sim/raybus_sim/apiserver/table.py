@@ -42,7 +42,10 @@ def human_duration(seconds: float) -> str:
 def age(ts: str | None) -> str:
     if not ts:
         return "<unknown>"
-    t = dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+    try:
+        t = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return "<invalid>"
     return human_duration((dt.datetime.now(dt.timezone.utc) - t).total_seconds())
 
 
@@ -132,6 +135,14 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
                 ("Data", "integer", "", 0, lambda o: len(o.get("data") or {})), AGE],
     "jobs.batch": [NAME, ("Completions", "string", "", 0, lambda o: f"{(o.get('status') or {}).get('succeeded', 0)}"
                           f"/{(o.get('spec') or {}).get('completions', 1)}"), AGE],
+    "events": [("Last Seen", "string", "", 0, lambda o: age(o.get("lastTimestamp") or o.get("deprecatedLastTimestamp")
+                                                           or o["metadata"].get("creationTimestamp"))),
+               ("Type", "string", "", 0, lambda o: o.get("type")),
+               ("Reason", "string", "", 0, lambda o: o.get("reason")),
+               ("Object", "string", "", 0, lambda o: "{}/{}".format(
+                   str((o.get("involvedObject") or o.get("regarding") or {}).get("kind", "")).lower(),
+                   (o.get("involvedObject") or o.get("regarding") or {}).get("name", ""))),
+               ("Message", "string", "", 0, lambda o: o.get("message") or o.get("note"))],
     "customresourcedefinitions.apiextensions.k8s.io": [
         NAME, ("Created At", "date", "", 0, lambda o: o["metadata"].get("creationTimestamp"))],
 }

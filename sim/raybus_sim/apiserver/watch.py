@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from .errors import ApiError
+from .events import from_storage, is_converted
 from .keys import STATE
 from .resources import ResourceType
 from .selectors import compile_field_selector, compile_label_selector
@@ -64,13 +65,17 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
         return resp
 
     first_table = True
+    converted = is_converted(rt)
 
     def render(etype: str, obj: Obj) -> str:
         nonlocal first_table
         if table:
-            t = to_table(rt, [obj], obj["metadata"]["resourceVersion"], with_defs=first_table)
+            t = to_table(rt, [from_storage(rt, obj) if converted else obj], obj["metadata"]["resourceVersion"],
+                         with_defs=first_table)
             first_table = False
             return _line(etype, _DUMPS(t))
+        if converted:
+            return _line(etype, _DUMPS(from_storage(rt, obj)))
         return _line(etype, _encode(obj))
 
     def bookmark(extra: dict[str, Any] | None = None) -> str:

@@ -290,3 +290,22 @@ async def test_crd_schema_prunes_defaults_and_validates(server: RunningApiServer
                              json=thing("s", {"size": 1, "bogus": 1})) as r:
             assert r.status == 400
             assert 'strict decoding error: unknown field "spec.bogus"' in (await r.json())["message"]
+
+
+async def test_events_api_groups_share_storage(api: client.ApiClient) -> None:
+    core, ev = client.CoreV1Api(api), client.EventsV1Api(api)
+    await ev.create_namespaced_event("default", {
+        "metadata": {"name": "e1"}, "eventTime": "2026-01-01T00:00:00.000000Z", "reason": "Created",
+        "type": "Normal", "action": "Create", "note": "made it", "reportingController": "raybus",
+        "reportingInstance": "raybus-1", "regarding": {"kind": "RayCluster", "name": "rc", "namespace": "default"}})
+    got = await core.read_namespaced_event("e1", "default")
+    assert (got.message, got.involved_object.name, got.reporting_component) == ("made it", "rc", "raybus")
+    # (eventTime is required by the client's events.k8s.io model; core events without it break
+    # EventsV1Api lists against real clusters too)
+    await core.create_namespaced_event("default", {"metadata": {"name": "e2"}, "message": "from core",
+                                                   "eventTime": "2026-01-01T00:00:01.000000Z",
+                                                   "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "X"})
+    items = {e.metadata.name: e for e in (await ev.list_namespaced_event("default")).items}
+    assert items["e2"].note == "from core" and items["e2"].regarding.name == "p" and items["e1"].note == "made it"
+    listed = await core.list_namespaced_event("default", field_selector="involvedObject.name=rc")
+    assert [e.metadata.name for e in listed.items] == ["e1"]
