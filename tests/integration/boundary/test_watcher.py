@@ -227,3 +227,23 @@ async def test_owned_objects_route_to_owner_and_endpointslices_via_their_service
         await watcher.stop()
         await kube.close()
         await nc.close()
+
+
+async def test_two_watcher_replicas_store_each_version_once(nats_server: NatsServer, kubeconfig: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    watchers = [await start_watcher(nats_server.url, kubeconfig) for _ in range(2)]
+    try:
+        before = (await js.stream_info(s.STREAM_OBJECTS)).state.last_seq
+        await kube.create(POD, pod("d-head", {"ray.io/cluster": "d", "ray.io/node-type": "head"}),
+                          namespace="default")
+        _, seq = await object_event(js, s.Kind.POD, "d-head")
+        await until(lambda: asyncio.sleep(0, all(w.published >= 1 for w in watchers)), what="both published")
+        await asyncio.sleep(0.3)
+        assert (await js.stream_info(s.STREAM_OBJECTS)).state.last_seq == before + 1 == seq
+    finally:
+        for w in watchers:
+            await w.stop()
+        await kube.close()
+        await nc.close()
