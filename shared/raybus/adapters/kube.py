@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
+import aiohttp
 from aiolimiter import AsyncLimiter
 from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio import config as kconfig
@@ -25,6 +26,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 Json = dict[str, Any]
 _OBJ_TYPES = {200: "object", 201: "object", 202: "object"}
 _AUTH = ["BearerToken"]
+# Connection-level failures (API server restarting, connection reset mid-watch): code 0, transient.
+_CONN_ERRORS = (OSError, TimeoutError, aiohttp.ClientError)
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,7 @@ class KubeClient:
                 _return_http_data_only=True, _request_timeout=self._timeout)
         except ApiException as exc:
             raise KubeError.from_api_exception(exc) from None
-        except (OSError, TimeoutError) as exc:
+        except _CONN_ERRORS as exc:
             raise KubeError(0, "ConnectionError", type(exc).__name__) from None
         return result if isinstance(result, dict) else {}
 
@@ -247,7 +250,7 @@ class KubeClient:
                 res.path(namespace=namespace), "GET", query_params=query,
                 header_params={"Accept": "application/json"}, auth_settings=_AUTH,
                 _preload_content=False, _request_timeout=timeout_s + 30)
-        except (OSError, TimeoutError) as exc:
+        except _CONN_ERRORS as exc:
             raise KubeError(0, "ConnectionError", type(exc).__name__) from None
         try:
             if resp.status != 200:
@@ -264,7 +267,7 @@ class KubeClient:
                     obj.setdefault("apiVersion", res.api_version)
                     obj.setdefault("kind", res.kind)
                     yield WatchEvent(type=etype, object=obj)
-        except (OSError, TimeoutError) as exc:
+        except _CONN_ERRORS as exc:
             raise KubeError(0, "ConnectionError", type(exc).__name__) from None
         finally:
             resp.release()

@@ -18,7 +18,9 @@ from raybus.bus.envelopes import CommandBatch, ObjectKey, Outcome, Trigger
 from raybus.bus.publish import publish_commands
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.commands import CreateObject, DeleteObject, ObjectRef, UpdateStatus
-from raybus.testing.servers import NatsServer
+from raybus.observability.metrics import COMMANDS
+from raybus.testing.servers import NatsServer, free_port
+from raybus_sim.apiserver import start_apiserver, write_kubeconfig
 from tests.integration.boundary.conftest import last_msg, until
 
 POD = resource_for("v1", "Pod")
@@ -188,3 +190,34 @@ async def test_garbage_on_command_subject_ends_in_dead_letter_stream(
     finally:
         await service.stop()
         await nc.close()
+
+
+async def test_batch_survives_api_server_outage(nats_server: NatsServer, crd_dir: Path, tmp_path: Path) -> None:
+    """Connection errors are transient: the batch is nak'd with delay and redelivered, not dropped."""
+    port, state = free_port(), tmp_path / "state.json"
+    server = await start_apiserver(port=port, crd_dir=crd_dir, kubelet=False, state_file=state)
+    kubeconfig = write_kubeconfig(tmp_path / "kc", server.url)
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    service = await start_executor(nats_server.url, kubeconfig)
+    try:
+        await server.stop()
+        b = batch(CreateObject(reason="r", object=worker_pod("rc-worker-outage")))
+        await publish_commands(js, b)
+
+        transient = COMMANDS.labels("create", "transient")
+        before = transient._value.get()
+
+        async def failed_twice() -> bool:  # delivered, nak'd, redelivered, nak'd again
+            return bool(transient._value.get() - before >= 2)
+        await until(failed_twice, what="batch retried while the API server is down")
+        await asyncio.sleep(0.5)
+        assert await last_msg(js, s.STREAM_OUTCOMES, s.outcome_subject("cluster", "default", "rc")) is None
+        server = await start_apiserver(port=port, crd_dir=crd_dir, kubelet=False, state_file=state)
+        out = await outcome(js, b.reconcile_id)
+        assert out.results[0].ok and out.results[0].code == 201
+    finally:
+        await service.stop()
+        await nc.close()
+        await server.stop()
