@@ -73,3 +73,12 @@ async def last_msg(js: JetStreamContext, stream: str, subject: str) -> Any:
         return await js.get_last_msg(stream, subject)
     except NotFoundError:
         return None
+
+
+def sample_raycluster(name: str) -> dict[str, Any]:
+    """KubeRay's sample RayCluster (valid against the generated CRD schema), renamed."""
+    from tests.conftest import SAMPLES
+
+    doc = yaml.safe_load((SAMPLES / "ray-cluster.sample.yaml").read_text())
+    doc["metadata"] = {"name": name}
+    return dict(doc)

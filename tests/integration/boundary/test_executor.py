@@ -21,7 +21,7 @@ from raybus.decisions.commands import CreateObject, DeleteObject, ObjectRef, Upd
 from raybus.observability.metrics import COMMANDS
 from raybus.testing.servers import NatsServer, free_port
 from raybus_sim.apiserver import start_apiserver, write_kubeconfig
-from tests.integration.boundary.conftest import last_msg, until
+from tests.integration.boundary.conftest import last_msg, sample_raycluster, until
 
 POD = resource_for("v1", "Pod")
 EVENT = resource_for("v1", "Event")
@@ -64,8 +64,7 @@ async def test_batches_create_and_delete_pods_idempotently_with_events(
     js = nc.jetstream()
     await ensure_streams(js)
     kube = KubeClient(await new_api_client(str(kubeconfig)))
-    cluster = await kube.create(RAYCLUSTER, {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-                                             "metadata": {"name": "rc"}, "spec": {}}, namespace="default")
+    cluster = await kube.create(RAYCLUSTER, sample_raycluster("rc"), namespace="default")
     uid = cluster["metadata"]["uid"]
     service = await start_executor(nats_server.url, kubeconfig)
     try:
@@ -126,8 +125,7 @@ async def test_status_update_conflict_is_retried_against_fresh_state(
     js = nc.jetstream()
     await ensure_streams(js)
     kube = KubeClient(await new_api_client(str(kubeconfig)))
-    cluster = await kube.create(RAYCLUSTER, {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-                                             "metadata": {"name": "rc"}, "spec": {"x": 1}}, namespace="default")
+    cluster = await kube.create(RAYCLUSTER, sample_raycluster("rc"), namespace="default")
     racing = ConflictingKube(await new_api_client(str(kubeconfig)))
     service = await start_executor(nats_server.url, kubeconfig, kube=racing)
     try:
@@ -140,7 +138,7 @@ async def test_status_update_conflict_is_retried_against_fresh_state(
         fresh = await kube.get(RAYCLUSTER, namespace="default", name="rc")
         assert fresh["status"] == {"state": "ready"}
         assert fresh["metadata"]["annotations"] == {"someone": "else"}  # the other write survived
-        assert fresh["spec"] == {"x": 1}
+        assert fresh["spec"]["headGroupSpec"] == cluster["spec"]["headGroupSpec"]
     finally:
         await service.stop()
         await kube.close()
