@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from raybus.decisions.cluster.expectations import ScaleExpectations
 from raybus.decisions.cluster.outcome import cluster_ref
 from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
 from raybus.decisions.cluster.settings import OperatorSettings
+from raybus.decisions.cluster.status import inconsistent_status
 from raybus.decisions.commands import Command, ObjectRef, RecordEvent, UpdateStatus
 from raybus.runtime.controller import ReconcileFn
 from raybus.runtime.reconciler_app import ReconcilerApp, ReconcilerContext
@@ -31,6 +33,7 @@ from raybus.runtime.service import CommonSettings
 from cluster_reconciler.outcomes import OutcomeCache
 
 log = logging.getLogger(__name__)
+STATUS_ECHO_WINDOW_S = 10.0  # after this, an unchanged cached status means our write was lost
 KINDS = [s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.SERVICE, s.Kind.INGRESS, s.Kind.SERVICEACCOUNT,
          s.Kind.ROLE, s.Kind.ROLEBINDING]
 
@@ -41,6 +44,10 @@ class ClusterReconciler:
         self._ctx = ctx
         self._operator = operator
         self._outcomes = outcomes
+        # Status we asked the executor to write and when: our own write reaches the cache only
+        # after executor -> API -> watcher -> bus, and every reconcile in between would compute
+        # the same status again. KubeRay's status().Update is synchronous and never has this echo.
+        self._sent_status: dict[ObjectKey, tuple[dict[str, Any], float]] = {}
 
     def _owned(self, kind: s.Kind, key: ObjectKey) -> list[dict[str, Any]]:
         return self._ctx.cache.owned_by(kind, key.namespace, owner_kind="RayCluster",
@@ -53,6 +60,7 @@ class ClusterReconciler:
             # RayClusterScaleExpectation.Delete on NotFound: nothing left to expect.
             await store.delete(EXPECTATIONS, namespace=key.namespace, name=key.name)
             self._outcomes.forget(key)
+            self._sent_status.pop(key, None)
             return None
         try:
             cluster = RayCluster.model_validate(raw)
@@ -78,7 +86,10 @@ class ClusterReconciler:
             await store.save(EXPECTATIONS, namespace=key.namespace, name=key.name,
                              value=decision.expectations.model_dump(mode="json"))
         commands: list[Command] = list(decision.commands)
+        if decision.status is not None and self._already_sent(key, decision.status):
+            decision = decision.model_copy(update={"status": None})
         if decision.status is not None:
+            self._sent_status[key] = (decision.status, time.monotonic())
             commands.append(UpdateStatus(reason="RayCluster status changed",
                                          target=cluster_ref(cluster), status=decision.status))
         for reason in decision.reasons:
@@ -88,6 +99,12 @@ class ClusterReconciler:
                                     reasons=decision.reasons, uid=cluster.metadata.uid,
                                     resource_version=cluster.metadata.resource_version)
         return decision.requeue_after
+
+    def _already_sent(self, key: ObjectKey, status: dict[str, Any]) -> bool:
+        sent = self._sent_status.get(key)
+        if sent is None or time.monotonic() - sent[1] > STATUS_ECHO_WINDOW_S:
+            return False
+        return not inconsistent_status(sent[0], status)
 
     async def _unparseable(self, key: ObjectKey, raw: dict[str, Any],
                            exc: ValidationError) -> float | None:

@@ -45,7 +45,9 @@ class OutcomeCache:
         outcome = self._last.get(key)
         if outcome is None:
             return []
-        return [CommandFailure(reason=r.error_reason or "", message=r.message)
+        # target lets a failed create drop its expectation at once (KubeRay records one only
+        # after a successful API call) instead of holding the group for the 30 s timeout.
+        return [CommandFailure(reason=r.error_reason or "", message=r.message, target=r.target)
                 for r in outcome.results if not r.ok]
 
     def forget(self, key: ObjectKey) -> None:
