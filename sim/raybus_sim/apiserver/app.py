@@ -32,6 +32,15 @@ def _crd_listener(store: Store) -> Any:
             name = ev.obj["metadata"]["name"]
             if sa_rt and store.find(sa_rt, name, "default") is None:
                 _safe_create(store, sa_rt, name, {"metadata": {"name": "default"}})
+            # Stand-in for the root-CA publisher: every namespace gets kube-root-ca.crt.
+            cm_rt = store.registry.get("", "v1", "configmaps")
+            if cm_rt and store.find(cm_rt, name, "kube-root-ca.crt") is None:
+                _safe_create(store, cm_rt, name, {"metadata": {"name": "kube-root-ca.crt", "annotations": {
+                    "kubernetes.io/description": "Contains a CA bundle that can be used to verify the "
+                    "kube-apiserver when using internal endpoints such as the internal service IP or "
+                    "kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes "
+                    "clusters."}}, "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nraybus-sim\n"
+                                                      "-----END CERTIFICATE-----\n"}})
         if ev.rt.gr != CRD_GR:
             return
         if ev.type == "DELETED":

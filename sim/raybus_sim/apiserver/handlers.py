@@ -232,7 +232,7 @@ async def resource_handler(request: web.Request, segs: list[str]) -> web.Respons
         body = await read_body(request)
         if t.sub in ("eviction", "binding") and rt.gr == "pods" and t.name:
             return await pod_subresource(store, t, body)
-        if t.name is not None:
+        if t.name is not None or (rt.namespaced and t.namespace is None):
             raise errors.method_not_allowed()
         body = _check_kind(t, body)
         _check_name_ns(t, body)

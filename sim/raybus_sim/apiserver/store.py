@@ -69,8 +69,13 @@ class ResourceState:
     watchers: set[Watcher] = field(default_factory=set)
 
 
-def _strip_for_generation(obj: Obj) -> Obj:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+_GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _strip_for_generation(obj: Obj, keep_status: bool) -> Obj:
+    # Without a status subresource, status is just another field and changing it bumps generation.
+    skip = ("metadata", "apiVersion", "kind") if keep_status else ("metadata", "status", "apiVersion", "kind")
+    return {k: v for k, v in obj.items() if k not in skip}
 
 
 class Store:
@@ -186,8 +191,14 @@ class Store:
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
+        if meta.get("resourceVersion"):
+            raise errors.ApiError(500, "InternalError", "Internal error occurred: resourceVersion should not be "
+                                  "set on objects to be created", {"causes": [{"message": "resourceVersion should "
+                                                                               "not be set on objects to be created"}]})
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            # upstream: base truncated to 58 chars + 5 random [bcdfghjklmnpqrstvwxz2456789]
+            meta["name"] = meta["generateName"][:58] + "".join(
+                _GEN_ALPHABET[b % len(_GEN_ALPHABET)] for b in uuid.uuid4().bytes[:5])
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
         validate_create(rt, obj)
         key = (ns if rt.namespaced else "", meta["name"])
@@ -251,7 +262,8 @@ class Store:
         if subresource != "status":
             if rt.generation:
                 gen = cmeta.get("generation", 1)
-                if _strip_for_generation(out) != _strip_for_generation(cur):
+                keep = not rt.status_subresource
+                if _strip_for_generation(out, keep) != _strip_for_generation(cur, keep):
                     gen += 1
                 meta["generation"] = gen
             else:

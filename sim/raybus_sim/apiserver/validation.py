@@ -19,8 +19,13 @@ _SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alp
 _LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
               "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
               "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_MSG = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+                "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
+_QNAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 # Resources whose names must be DNS-1123 labels rather than subdomains.
-_LABEL_NAMED = {"namespaces", "services"}
+_LABEL_NAMED = {"namespaces"}
 
 Cause = tuple[str, str, str]
 
@@ -28,7 +33,13 @@ Cause = tuple[str, str, str]
 def _name_causes(rt: ResourceType, name: str) -> list[Cause]:
     if not name:
         return [("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")]
-    if rt.gr in _LABEL_NAMED:
+    if rt.gr == "services":
+        if len(name) > 63:
+            return [("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": must be no more than 63 '
+                     f'characters')]
+        if not _DNS1035.match(name):
+            return [("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_DNS1035_MSG}')]
+    elif rt.gr in _LABEL_NAMED:
         if len(name) > 63 or not _LABEL.match(name):
             return [("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_LABEL_MSG}')]
     elif len(name) > 253 or not _SUBDOMAIN.match(name):
@@ -58,6 +69,43 @@ def _pod_spec_causes(spec: Any, prefix: str) -> list[Cause]:
     return causes
 
 
+def _label_causes(labels: Any, field: str) -> list[Cause]:
+    """apimachinery ValidateLabels: qualified-name keys, values <= 63 chars of [A-Za-z0-9_.-]."""
+    causes: list[Cause] = []
+    for k, v in (labels or {}).items():
+        prefix, _, key = k.rpartition("/")
+        if not key or len(key) > 63 or not _QNAME.match(key) or (prefix and not _SUBDOMAIN.match(prefix)):
+            causes.append(("FieldValueInvalid", field, f'Invalid value: "{k}": name part must consist of '
+                           f"alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                           f"character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+                           f"'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"))
+        if not isinstance(v, str):
+            causes.append(("FieldValueTypeInvalid", field, f"Invalid value: {v!r}: must be a string"))
+        elif len(v) > 63:
+            causes.append(("FieldValueInvalid", field, f'Invalid value: "{v}": must be no more than 63 characters'))
+        elif v and not _QNAME.match(v):
+            causes.append(("FieldValueInvalid", field, f'Invalid value: "{v}": a valid label must be an empty '
+                           f"string or consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+                           f"with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex "
+                           f"used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"))
+    return causes
+
+
+def _service_causes(spec: Any) -> list[Cause]:
+    ports = (spec or {}).get("ports") or []
+    causes: list[Cause] = []
+    names: set[str] = set()
+    for i, p in enumerate(ports):
+        if not p.get("port"):
+            causes.append(("FieldValueRequired", f"spec.ports[{i}].port", "Required value"))
+        if len(ports) > 1 and not p.get("name"):
+            causes.append(("FieldValueRequired", f"spec.ports[{i}].name", "Required value"))
+        elif p.get("name") in names:
+            causes.append(("FieldValueDuplicate", f"spec.ports[{i}].name", f'Duplicate value: "{p["name"]}"'))
+        names.add(p.get("name", ""))
+    return causes
+
+
 def _raise(rt: ResourceType, name: str, causes: list[Cause]) -> None:
     if causes:
         raise errors.invalid(rt.kind, rt.group, name, causes)
@@ -65,8 +113,10 @@ def _raise(rt: ResourceType, name: str, causes: list[Cause]) -> None:
 
 def validate_create(rt: ResourceType, obj: dict[str, Any]) -> None:
     name = obj["metadata"].get("name") or ""
-    causes = _name_causes(rt, name)
-    if rt.gr == "pods":
+    causes = _name_causes(rt, name) + _label_causes(obj["metadata"].get("labels"), "metadata.labels")
+    if rt.gr == "services":
+        causes += _service_causes(obj.get("spec"))
+    elif rt.gr == "pods":
         causes += _pod_spec_causes(obj.get("spec"), "spec")
     elif rt.gr == "jobs.batch":
         causes += _pod_spec_causes(((obj.get("spec") or {}).get("template") or {}).get("spec"),
@@ -99,7 +149,7 @@ def _pod_mutable_view(spec: dict[str, Any]) -> dict[str, Any]:
 
 def validate_update(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> None:
     name = old["metadata"]["name"]
-    causes: list[Cause] = []
+    causes: list[Cause] = _label_causes(new["metadata"].get("labels"), "metadata.labels")
     old_fin = set(old["metadata"].get("finalizers") or [])
     if old["metadata"].get("deletionTimestamp"):
         added = [f for f in new["metadata"].get("finalizers") or [] if f not in old_fin]

@@ -180,12 +180,13 @@ async def test_selectors(api: client.ApiClient) -> None:
 
     assert await names(label_selector="app=x") == ["a", "b"]
     assert await names(label_selector="app==x,tier") == ["a"]
-    assert await names(label_selector="app!=x") == ["c"]
+    # != and !key also match objects without the label, like the per-namespace kube-root-ca.crt
+    assert await names(label_selector="app!=x") == ["c", "kube-root-ca.crt"]
     assert await names(label_selector="tier in (web, db)") == ["a", "c"]
-    assert await names(label_selector="app notin (x),!nothing") == ["c"]
-    assert await names(label_selector="!tier") == ["b"]
+    assert await names(label_selector="app notin (x),!nothing") == ["c", "kube-root-ca.crt"]
+    assert await names(label_selector="!tier,app") == ["b"]
     assert await names(field_selector="metadata.name=b") == ["b"]
-    assert await names(field_selector="metadata.name!=b,metadata.namespace=default") == ["a", "c"]
+    assert await names(field_selector="metadata.name!=b,metadata.namespace=default") == ["a", "c", "kube-root-ca.crt"]
     with pytest.raises(ApiException) as exc:
         await names(field_selector="spec.bogus=1")
     assert exc.value.status == 400
@@ -309,3 +310,29 @@ async def test_events_api_groups_share_storage(api: client.ApiClient) -> None:
     assert items["e2"].note == "from core" and items["e2"].regarding.name == "p" and items["e1"].note == "made it"
     listed = await core.list_namespaced_event("default", field_selector="involvedObject.name=rc")
     assert [e.metadata.name for e in listed.items] == ["e1"]
+
+
+async def test_metadata_validation_matches_upstream(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_config_map("default", {"metadata": {"name": "l", "labels": {"k": "v" * 64}}})
+    assert exc.value.status == 422 and "must be no more than 63 characters" in status_of(exc.value)["message"]
+    with pytest.raises(ApiException) as exc:  # services are DNS-1035 labels: no leading digit
+        await core.create_namespaced_service("default", {"metadata": {"name": "1svc"}, "spec": {"ports": [{"port": 1}]}})
+    assert exc.value.status == 422 and "DNS-1035" in status_of(exc.value)["message"]
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_service("default", {"metadata": {"name": "two"}, "spec": {
+            "ports": [{"port": 1}, {"port": 2}]}})
+    assert exc.value.status == 422 and status_of(exc.value)["details"]["causes"][0]["field"] == "spec.ports[0].name"
+    cm = await core.create_namespaced_config_map("default", {"metadata": {"generateName": "x" * 70}})
+    assert len(cm.metadata.name) == 63
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_config_map("default", {"metadata": {"name": "rv", "resourceVersion": "5"}})
+    assert exc.value.status == 500 and "resourceVersion should not be set" in status_of(exc.value)["message"]
+    # CRs without a status subresource: status is ordinary content and bumps generation
+    co = client.CustomObjectsApi(api)
+    w = {"group": "example.com", "version": "v1", "namespace": "default", "plural": "widgets"}
+    await co.create_namespaced_custom_object(**w, body={"apiVersion": "example.com/v1", "kind": "Widget",
+                                                        "metadata": {"name": "w"}, "status": {"a": 1}})
+    got = await co.patch_namespaced_custom_object(**w, name="w", body={"status": {"a": 2}}, **MERGE)
+    assert got["status"] == {"a": 2} and got["metadata"]["generation"] == 2
