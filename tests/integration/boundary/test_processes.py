@@ -38,7 +38,7 @@ async def test_services_as_processes_close_the_loop(nats_server: NatsServer, kub
              await _spawn("command_executor", nats_server.url, kubeconfig, tmp_path / "executor.log")]
     try:
         kubectl = await asyncio.create_subprocess_exec(
-            "kubectl", "--kubeconfig", str(kubeconfig), "apply", "--validate=false", "-f",
+            "kubectl", "--kubeconfig", str(kubeconfig), "apply", "-f",
             str(SAMPLES / "ray-cluster.sample.yaml"), stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT)
         out, _ = await kubectl.communicate()

@@ -61,7 +61,7 @@ async def test_kubectl_apply_sample_publishes_object_event_and_cluster_trigger(
     watcher = await start_watcher(nats_server.url, kubeconfig)
     try:
         proc = await asyncio.create_subprocess_exec(
-            "kubectl", "--kubeconfig", str(kubeconfig), "apply", "--validate=false", "-f",
+            "kubectl", "--kubeconfig", str(kubeconfig), "apply", "-f",
             str(SAMPLES / "ray-cluster.sample.yaml"),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out, _ = await proc.communicate()
