@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from faststream import AckPolicy
 from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
 from nats.aio.client import Client as NATS
-from opentelemetry import context as otel_context
+from opentelemetry import trace
 
 from command_executor.executor import BatchResult, Executor
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
@@ -38,6 +38,7 @@ from raybus.observability.tracing import extract_context
 from raybus.runtime.service import CommonSettings
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("raybus.command-executor")
 SERVICE = "command-executor"
 
 
@@ -113,9 +114,9 @@ class CommandExecutorService:
         assert self.executor is not None
         raw = msg.raw_message
         delivered = raw.metadata.num_delivered if raw.metadata else 1
-        ctx = extract_context(raw.headers)
-        token = otel_context.attach(ctx)  # keep the trace across the NATS hop
-        try:
+        # Continue the reconcile's trace across the NATS hop; Outcome/Trigger publishes carry it on.
+        with tracer.start_as_current_span("apply-batch", context=extract_context(raw.headers), attributes={
+                "raybus.key": str(batch.key), "raybus.reconcile_id": batch.reconcile_id}):
             result = await self._apply_with_heartbeat(batch, msg)
             if result.transient and delivered < self.settings.max_deliver:
                 delay = min(self.settings.nak_delay_s * 2 ** (delivered - 1), 30.0)
@@ -128,8 +129,6 @@ class CommandExecutorService:
             await msg.ack()
             MESSAGES.labels(SERVICE, "command", "failed" if result.failed else "ok").inc()
             self.applied += 1
-        finally:
-            otel_context.detach(token)
 
     async def _apply_with_heartbeat(self, batch: CommandBatch, msg: NatsMessage) -> BatchResult:
         """Long batches (rate limited) tell JetStream they are still in progress, so ack_wait

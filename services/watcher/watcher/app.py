@@ -21,6 +21,7 @@ from typing import Any
 
 import nats
 from nats.aio.client import Client as NATS
+from opentelemetry import trace
 
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
 from raybus.bus import subjects as s
@@ -43,6 +44,7 @@ from watcher.routing import (
 )
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("raybus.watcher")
 Json = dict[str, Any]
 SERVICE = "watcher"
 
@@ -199,13 +201,15 @@ class Watcher:
         key = ObjectKey(namespace=str(m.get("namespace") or ""), name=str(m.get("name") or ""))
         event = ObjectEvent(key=key, kind=kind.value, type=etype,
                             uid=m.get("uid"), resource_version=m.get("resourceVersion"), object=obj)
-        seq = await publish_object(js, event, msg_id=msg_id(kind, obj, etype))
         cause = f"{etype} {kind.value} {key}"
-        await asyncio.gather(*(
-            publish_trigger(js, controller=r.controller, key=ObjectKey(namespace=r.namespace, name=r.name),
-                            kind=r.kind.value, cause=cause, objects_seq=seq,
-                            partitions=self.settings.partitions)
-            for r in targets))
+        # The trace starts here: every reconcile and API write this change causes joins it.
+        with tracer.start_as_current_span("watch-event", attributes={"raybus.cause": cause}):
+            seq = await publish_object(js, event, msg_id=msg_id(kind, obj, etype))
+            await asyncio.gather(*(
+                publish_trigger(js, controller=r.controller, key=ObjectKey(namespace=r.namespace, name=r.name),
+                                kind=r.kind.value, cause=cause, objects_seq=seq,
+                                partitions=self.settings.partitions)
+                for r in targets))
         self.published += 1
         MESSAGES.labels(SERVICE, kind.value, etype.lower()).inc()
 

@@ -19,6 +19,7 @@ from raybus.bus.publish import publish_commands
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.commands import CreateObject, DeleteObject, ObjectRef, UpdateStatus
 from raybus.observability.metrics import COMMANDS
+from raybus.observability.tracing import setup_tracing
 from raybus.testing.servers import NatsServer, free_port
 from raybus_sim.apiserver import start_apiserver, write_kubeconfig
 from tests.integration.boundary.conftest import last_msg, sample_raycluster, until
@@ -219,3 +220,22 @@ async def test_batch_survives_api_server_outage(nats_server: NatsServer, crd_dir
         await service.stop()
         await nc.close()
         await server.stop()
+
+
+async def test_trace_continues_from_batch_to_outcome(nats_server: NatsServer, kubeconfig: Path) -> None:
+    tracer = setup_tracing("test-boundary")
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    service = await start_executor(nats_server.url, kubeconfig)
+    try:
+        b = batch(CreateObject(reason="r", object=worker_pod("rc-worker-traced")))
+        with tracer.start_as_current_span("reconcile") as span:
+            trace_id = format(span.get_span_context().trace_id, "032x")
+            await publish_commands(js, b)
+        await outcome(js, b.reconcile_id)
+        raw = await last_msg(js, s.STREAM_OUTCOMES, s.outcome_subject("cluster", "default", "rc"))
+        assert raw.headers["traceparent"].split("-")[1] == trace_id
+    finally:
+        await service.stop()
+        await nc.close()

@@ -247,3 +247,18 @@ async def test_two_watcher_replicas_store_each_version_once(nats_server: NatsSer
             await w.stop()
         await kube.close()
         await nc.close()
+
+
+async def test_periodic_resync_relists_without_republishing_unchanged(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    await kube.create(POD, pod("e-head", {"ray.io/cluster": "e", "ray.io/node-type": "head"}), namespace="default")
+    watcher = await start_watcher(nats_server.url, kubeconfig, resync_s=0.5)
+    pods = next(i for i in watcher.informers if i.spec.kind is s.Kind.POD)
+    try:
+        published = watcher.published
+        await until(lambda: asyncio.sleep(0, pods.relists >= 3), what="periodic relists")
+        assert watcher.published == published
+    finally:
+        await watcher.stop()
+        await kube.close()
