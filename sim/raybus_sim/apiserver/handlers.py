@@ -11,6 +11,7 @@ import yaml
 from aiohttp import web
 
 from . import discovery, errors, openapi
+from .defaults import now_rfc3339
 from .errors import ApiError
 from .events import from_storage, is_converted, to_storage
 from .keys import STATE
@@ -135,9 +136,10 @@ def list_response(store: Store, t: Target, request: web.Request) -> web.Response
     return respond({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items})
 
 
-def _delete_options(request: web.Request, body: Any) -> tuple[str | None, int | None, Obj | None]:
+def _delete_options(request: web.Request, body: Any) -> tuple[str | None, int | None, Obj | None, bool]:
     opts = body if isinstance(body, dict) else {}
     q = request.query
+    dry = q.get("dryRun") == "All" or "All" in (opts.get("dryRun") or [])  # kubectl puts it in the body
     policy = opts.get("propagationPolicy") or q.get("propagationPolicy")
     orphan = opts.get("orphanDependents", q.get("orphanDependents"))
     if policy is None and orphan is not None:
@@ -146,7 +148,7 @@ def _delete_options(request: web.Request, body: Any) -> tuple[str | None, int | 
         raise errors.bad_request(f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value:'
                                  f' "{policy}": supported values: "Foreground", "Background", "Orphan", "nil"')
     grace = opts.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
-    return policy, None if grace is None else int(grace), opts.get("preconditions")
+    return policy, None if grace is None else int(grace), opts.get("preconditions"), dry
 
 
 def _deleted_response(t: Target, obj: Obj, removed: bool) -> web.Response:
@@ -158,6 +160,10 @@ def _deleted_response(t: Target, obj: Obj, removed: bool) -> web.Response:
         details["group"] = t.rt.group
     return respond({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                     "details": details})
+
+
+def _dry(request: web.Request) -> bool:
+    return request.query.get("dryRun") == "All"
 
 
 def _strict(request: web.Request) -> bool:
@@ -183,7 +189,8 @@ async def patch_object(store: Store, t: Target, request: web.Request) -> web.Res
             if t.sub:
                 raise errors.not_found(rt.plural, rt.group, name)
             body.setdefault("metadata", {})["name"] = name
-            return respond(from_storage(rt, store.create(srt, ns, to_storage(rt, body), strict=_strict(request))), 201)
+            return respond(from_storage(rt, store.create(srt, ns, to_storage(rt, body), strict=_strict(request),
+                                                          dry_run=_dry(request))), 201)
         patched = merge_patch(cur, body)
     elif cur is None:
         raise errors.not_found(rt.plural, rt.group, name)
@@ -197,7 +204,8 @@ async def patch_object(store: Store, t: Target, request: web.Request) -> web.Res
         raise errors.unsupported_media(ctype)
     if not isinstance(patched, dict):
         raise errors.bad_request("patch result is not an object")
-    out = store.update(srt, ns, name, to_storage(rt, patched), subresource=t.sub, strict=_strict(request))
+    out = store.update(srt, ns, name, to_storage(rt, patched), subresource=t.sub, strict=_strict(request),
+                       dry_run=_dry(request))
     return respond(from_storage(rt, out))
 
 
@@ -214,10 +222,12 @@ async def resource_handler(request: web.Request, segs: list[str]) -> web.Respons
     store: Store = app[STATE].store
     t = parse_target(app, segs)
     rt, method, q = t.rt, request.method, request.query
+    if t.sub == "log" and rt.gr == "pods" and method == "GET":
+        return pod_log(store, t, request)
     if t.sub not in (None, "status", "eviction", "binding") or (t.sub == "status" and not rt.status_subresource):
         raise errors.page_not_found()
-    if q.get("dryRun"):
-        raise errors.bad_request("dryRun is not supported by raybus-sim")
+    if q.get("dryRun") not in (None, "All"):
+        raise errors.bad_request(f'Invalid dry run value: "{q["dryRun"]}" (supported: "All")')
     ns = t.namespace or ""
     if method == "GET":
         if t.name is None or t.watch_path:
@@ -237,14 +247,16 @@ async def resource_handler(request: web.Request, segs: list[str]) -> web.Respons
         body = _check_kind(t, body)
         _check_name_ns(t, body)
         srt = _storage_rt(store, rt)
-        return respond(from_storage(rt, store.create(srt, ns, to_storage(rt, body), strict=_strict(request))), 201)
+        return respond(from_storage(rt, store.create(srt, ns, to_storage(rt, body), strict=_strict(request),
+                                                          dry_run=_dry(request))), 201)
     if t.name is None:
         if method == "DELETE":  # deletecollection
             pred_l = compile_label_selector(q.get("labelSelector"))
             pred_f = compile_field_selector(q.get("fieldSelector"), plural=rt.plural, group=rt.group)
-            policy, grace, _ = _delete_options(request, await _maybe_body(request))
+            policy, grace, _, dry = _delete_options(request, await _maybe_body(request))
             out = [from_storage(rt, store.delete(_storage_rt(store, rt), o["metadata"].get("namespace", ""),
-                                                 o["metadata"]["name"], propagation=policy, grace=grace))
+                                                 o["metadata"]["name"], propagation=policy, grace=grace,
+                                                 dry_run=dry))
                    for o in store.list(rt, t.namespace, lambda o: pred_l(o) and pred_f(o))]
             return respond({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
                             "metadata": {"resourceVersion": str(store.rv)}, "items": out})
@@ -253,15 +265,30 @@ async def resource_handler(request: web.Request, segs: list[str]) -> web.Respons
         body = _check_kind(t, await read_body(request))
         _check_name_ns(t, body)
         out = store.update(_storage_rt(store, rt), ns, t.name, to_storage(rt, body), subresource=t.sub,
-                           require_rv=rt.custom, strict=_strict(request))
+                           require_rv=rt.custom, strict=_strict(request), dry_run=_dry(request))
         return respond(from_storage(rt, out))
     if method == "PATCH":
         return await patch_object(store, t, request)
     if method == "DELETE":
-        policy, grace, pre = _delete_options(request, await _maybe_body(request))
-        obj = store.delete(_storage_rt(store, rt), ns, t.name, propagation=policy, grace=grace, preconditions=pre)
+        policy, grace, pre, dry = _delete_options(request, await _maybe_body(request))
+        obj = store.delete(_storage_rt(store, rt), ns, t.name, propagation=policy, grace=grace, preconditions=pre,
+                           dry_run=dry)
         return _deleted_response(t, from_storage(rt, obj), store.find(rt, ns, t.name) is None)
     raise errors.method_not_allowed()
+
+
+def pod_log(store: Store, t: Target, request: web.Request) -> web.Response:
+    """Containers here never print anything; answer like a kubelet with an empty log (or upstream's 400s)."""
+    pod = store.get(t.rt, t.namespace or "", t.name or "")
+    names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+    names += [c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []]
+    container = request.query.get("container")
+    if container is None and len(names) > 1:
+        raise errors.bad_request(f"a container name must be specified for pod {t.name}, choose one of: "
+                                 f"[{' '.join(names)}]")
+    if container is not None and container not in names:
+        raise errors.bad_request(f"container {container} is not valid for pod {t.name}")
+    return web.Response(text="", content_type="text/plain")
 
 
 async def _maybe_body(request: web.Request) -> Any:
@@ -277,8 +304,11 @@ async def pod_subresource(store: Store, t: Target, body: Obj) -> web.Response:
             raise errors.conflict(rt.plural, rt.group, name, f"pod {name} is already assigned to node "
                                   f"\"{cur['spec']['nodeName']}\"")
         node = (body.get("target") or {}).get("name", "")
-        new = dict(cur, spec=dict(cur["spec"], nodeName=node))
-        store.update(rt, ns, name, new, validate=False)
+        status = dict(cur.get("status") or {})
+        status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"] + [
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}]
+        store.update(rt, ns, name, dict(cur, spec=dict(cur["spec"], nodeName=node), status=status),
+                     validate=False, subresource="*")
         return respond({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
                        201)
     opts = body.get("deleteOptions") or {}

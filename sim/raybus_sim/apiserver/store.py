@@ -172,7 +172,7 @@ class Store:
         self.rv += 1
         return str(self.rv)
 
-    def create(self, rt: ResourceType, ns: str, obj: Obj, *, strict: bool = False) -> Obj:
+    def create(self, rt: ResourceType, ns: str, obj: Obj, *, strict: bool = False, dry_run: bool = False) -> Obj:
         if rt.schema is not None:
             obj = apply_schema(rt, obj, strict=strict)
         meta = dict(obj.get("metadata") or {})
@@ -213,12 +213,15 @@ class Store:
         else:
             meta.pop("generation", None)
         apply_create_defaults(rt, obj, self)
+        if dry_run:  # ?dryRun=All: fully processed, never stored
+            return obj
         meta["resourceVersion"] = self._next_rv()
         self._commit(rt, "ADDED", obj, None)
         return obj
 
     def update(self, rt: ResourceType, ns: str, name: str, new: Obj, *, subresource: str | None = None,
-               require_rv: bool = False, validate: bool = True, strict: bool = False) -> Obj:
+               require_rv: bool = False, validate: bool = True, strict: bool = False,
+               dry_run: bool = False) -> Obj:
         cur = self.get(rt, ns, name)
         cmeta = cur["metadata"]
         nmeta = new.get("metadata") or {}
@@ -242,7 +245,7 @@ class Store:
             if isinstance(out.get("spec"), dict) and rt.gr == "services":
                 out["spec"] = copy.deepcopy(out["spec"])
                 apply_update_defaults(rt, out, cur)
-            if rt.status_subresource:
+            if rt.status_subresource and subresource != "*":  # "*": internal spec+status write (binding)
                 if "status" in cur:
                     out["status"] = cur["status"]
                 else:
@@ -273,6 +276,8 @@ class Store:
             return cur  # no-op writes neither bump resourceVersion nor emit events, as upstream
         if validate:  # internal writers (kubelet binding) bypass the client-facing immutability rules
             validate_update(rt, out, cur)
+        if dry_run:
+            return out
         meta["resourceVersion"] = self._next_rv()
         self._commit(rt, "MODIFIED", out, cur)
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
@@ -287,7 +292,8 @@ class Store:
         return out
 
     def delete(self, rt: ResourceType, ns: str, name: str, *, propagation: str | None = None,
-               grace: int | None = None, preconditions: dict[str, Any] | None = None) -> Obj:
+               grace: int | None = None, preconditions: dict[str, Any] | None = None,
+               dry_run: bool = False) -> Obj:
         cur = self.get(rt, ns, name)
         cmeta = cur["metadata"]
         pre = preconditions or {}
@@ -298,6 +304,8 @@ class Store:
             raise errors.conflict(rt.plural, rt.group, name, f"Precondition failed: ResourceVersion in "
                                   f"precondition: {pre['resourceVersion']}, ResourceVersion in object meta: "
                                   f"{cmeta['resourceVersion']}")
+        if dry_run:
+            return cur
         finalizers = list(cmeta.get("finalizers") or [])
         policy = propagation or rt.default_propagation
         if policy == "Foreground" and "foregroundDeletion" not in finalizers:

@@ -192,15 +192,17 @@ class Kubelet:
         cur = self.store.find(self.pod_rt, sim.namespace, sim.name)
         if cur is None or cur["metadata"]["uid"] != sim.uid:
             return
+        sim.scheduled = True
         if not (cur.get("spec") or {}).get("nodeName"):
+            # Like the pods/binding subresource: nodeName and PodScheduled=True land in one write.
             try:
                 self.store.update(self.pod_rt, sim.namespace, sim.name,
-                                  dict(cur, spec=dict(cur["spec"], nodeName=self.config.node_name)),
-                                  validate=False)
+                                  dict(cur, spec=dict(cur["spec"], nodeName=self.config.node_name),
+                                       status=sim.render(cur.get("status"))),
+                                  validate=False, subresource="*")
             except ApiError:
                 return
-        sim.scheduled = True
-        if not self.write_status(sim):
+        elif not self.write_status(sim):
             return
         await self._sleep(d.pull)
         sim.sandbox, sim.pod_ip, sim.start_time = True, self._next_ip(), now_rfc3339()

@@ -92,6 +92,11 @@ def test_apply_get_patch_watch_delete_sample(srv: Proc, tmp_path: Path) -> None:
     if crd_dir().name == "crds" and "fixtures" in str(crd_dir()):
         assert "DESIRED WORKERS" in header and row.split()[1:3] == ["2", "ready"]
 
+    assert "server dry run" in srv.kubectl("delete", "-f", str(SAMPLE), "--dry-run=server")
+    doc["spec"]["workerGroupSpecs"][0]["replicas"] = 3
+    srv.kubectl("apply", "-f", "-", "--dry-run=server", stdin=yaml.safe_dump(doc))
+    obj = json.loads(srv.kubectl("get", "raycluster", "raycluster-kuberay", "-o", "json"))
+    assert obj["spec"]["workerGroupSpecs"][0]["replicas"] == 2 and obj["metadata"]["generation"] == 2
     assert "deleted" in srv.kubectl("delete", "-f", str(SAMPLE))
     assert "NotFound" in srv.kubectl("get", "raycluster", "raycluster-kuberay", check=False)
     time.sleep(0.3)
