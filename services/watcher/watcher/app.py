@@ -51,7 +51,7 @@ SERVICE = "watcher"
 
 class WatcherSettings(CommonSettings):
     service: str = SERVICE
-    resync_s: float = 600.0  # periodic relist (controller-runtime's SyncPeriod defaults to 10 h; KubeRay's watch is cheap)
+    resync_s: float = 600.0  # periodic relist: the safety net for anything a watch missed
     watch_timeout_s: int = 300  # client-go's minWatchTimeout
     namespace: str | None = None  # KubeRay's --watch-namespace (None: all)
     kube_qps: float = 100.0
@@ -133,8 +133,10 @@ class Watcher:
         await cache.stop()
         out: dict[s.Kind, dict[tuple[str, str], Json]] = {}
         for kind in kinds:
+            # Scoped to --namespace: another watcher may own the other namespaces' objects, which
+            # this one's lists would otherwise report as vanished.
             out[kind] = {(str(meta(o).get("namespace") or ""), str(meta(o).get("name") or "")): o
-                         for o in cache.objects(kind)}
+                         for o in cache.objects(kind, self.settings.namespace)}
         log.info("loaded last published state", extra={"objects": sum(map(len, out.values()))})
         return out
 
