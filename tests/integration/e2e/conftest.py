@@ -29,7 +29,11 @@ NS = "default"
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     # Two cluster-reconciler replicas throughout: every e2e test also checks that sharing the
     # work never produces duplicates.
-    s = LocalStack(home=tmp_path_factory.mktemp("stack"), replicas=2)
+    # Alpha gates on, so the samples of alpha features (mTLS, NetworkPolicy, history server)
+    # are accepted, as with a KubeRay started with those --feature-gates.
+    gates = "RayClusterMTLS=true,RayClusterNetworkPolicy=true,RayClusterHistoryServer=true"
+    s = LocalStack(home=tmp_path_factory.mktemp("stack"), replicas=2,
+                   extra_env={"RAYBUS_FEATURE_GATES": gates})
     try:
         s.start()
         yield s
