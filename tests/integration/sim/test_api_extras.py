@@ -1,0 +1,89 @@
+"""Less common verbs: binding/eviction subresources, deletecollection, sendInitialEvents, dryRun, pod logs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+
+from raybus_sim.apiserver import RunningApiServer, start_apiserver
+
+from .conftest import FIXTURE_CRDS
+
+pytestmark = pytest.mark.integration
+PODS = "/api/v1/namespaces/default/pods"
+
+
+@pytest.fixture
+async def bare() -> AsyncIterator[RunningApiServer]:
+    """No kubelet: pods stay where the test puts them."""
+    srv = await start_apiserver(crd_dir=FIXTURE_CRDS, kubelet=False)
+    yield srv
+    await srv.stop()
+
+
+async def _req(http: aiohttp.ClientSession, method: str, url: str, body: object = None,
+               ctype: str = "application/json") -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body)
+    async with http.request(method, url, data=data, headers={"Content-Type": ctype}) as r:
+        return r.status, await r.json(content_type=None)
+
+
+def _pod(name: str, **labels: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}, {"name": "d", "image": "busybox"}]}}
+
+
+async def test_binding_eviction_and_deletecollection(bare: RunningApiServer) -> None:
+    base = bare.url + PODS
+    async with aiohttp.ClientSession() as http:
+        for name, tier in (("a", "x"), ("b", "x"), ("c", "y")):
+            assert (await _req(http, "POST", base, _pod(name, tier=tier)))[0] == 201
+        status, body = await _req(http, "POST", f"{base}/a/binding", {
+            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "a"}, "target": {"kind": "Node", "name": "n1"}})
+        assert status == 201 and body["status"] == "Success"
+        _, pod = await _req(http, "GET", f"{base}/a")
+        assert pod["spec"]["nodeName"] == "n1"
+        assert [c["type"] for c in pod["status"]["conditions"]] == ["PodScheduled"]
+        status, body = await _req(http, "POST", f"{base}/a/binding", {"target": {"name": "n2"}})
+        assert status == 409 and body["reason"] == "Conflict"
+
+        status, _ = await _req(http, "POST", f"{base}/a/eviction", {
+            "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a"}})
+        assert status == 201
+        assert (await _req(http, "GET", f"{base}/a"))[0] == 404
+
+        status, body = await _req(http, "DELETE", f"{base}?labelSelector=tier%3Dx")
+        assert status == 200 and [i["metadata"]["name"] for i in body["items"]] == ["b"]
+        _, listed = await _req(http, "GET", base)
+        assert [i["metadata"]["name"] for i in listed["items"]] == ["c"]
+        assert "kind" not in listed["items"][0]  # built-in list items carry no kind, as upstream
+
+        status, body = await _req(http, "GET", f"{base}/c/log")
+        assert status == 400 and "a container name must be specified" in body["message"]
+        async with http.get(f"{base}/c/log?container=d") as r:
+            assert r.status == 200 and await r.text() == ""
+
+
+async def test_dry_run_and_send_initial_events(bare: RunningApiServer) -> None:
+    base = bare.url + "/api/v1/namespaces/default/configmaps"
+    async with aiohttp.ClientSession() as http:
+        status, body = await _req(http, "POST", f"{base}?dryRun=All", {"metadata": {"name": "dry"}})
+        assert status == 201 and body["metadata"]["uid"] and "resourceVersion" not in body["metadata"]
+        assert (await _req(http, "GET", f"{base}/dry"))[0] == 404
+        await _req(http, "POST", base, {"metadata": {"name": "real"}, "data": {"a": "1"}})
+        status, body = await _req(http, "PATCH", f"{base}/real?dryRun=All", {"data": {"a": "2"}},
+                                  "application/merge-patch+json")
+        assert status == 200 and body["data"] == {"a": "2"}
+        assert (await _req(http, "GET", f"{base}/real"))[1]["data"] == {"a": "1"}
+        status, _ = await _req(http, "DELETE", f"{base}/real", {"dryRun": ["All"]})
+        assert status == 200 and (await _req(http, "GET", f"{base}/real"))[0] == 200
+
+        url = (f"{base}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+               f"&timeoutSeconds=1&fieldSelector=metadata.name%3Dreal")
+        async with http.get(url) as r:
+            events = [json.loads(line) async for line in r.content if line.strip()]
+        assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+        assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
