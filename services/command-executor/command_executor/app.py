@@ -60,9 +60,11 @@ class CommandExecutorService:
         self.executor: Executor | None = None
         self.bus = BusSettings(partitions=settings.partitions, ack_wait_s=settings.ack_wait_s,
                                max_deliver=settings.max_deliver)
-        # FastStream logs every message at INFO by default; per-batch logging is ours (with reasons).
+        # FastStream logs every message at INFO with its own handler; per-batch logging is ours
+        # (with reasons), so its logs go through the service's JSON handler, below INFO.
         self.broker = NatsBroker(settings.nats_url, max_reconnect_attempts=-1,
-                                 name=f"{SERVICE}-{settings.replica_id}", log_level=logging.DEBUG)
+                                 name=f"{SERVICE}-{settings.replica_id}", log_level=logging.DEBUG,
+                                 logger=logging.getLogger("faststream.command_executor"))
         self.applied = 0  # batches finished (observable for tests / bench)
         self.broker.subscriber(
             s.commands_filter(),

@@ -59,7 +59,7 @@ class Informer:
             self.attempted.set()
         changes = diff_relist(self.known, items)
         log.info("relisted", extra={"kind": self.spec.kind.value, "why": why, "items": len(items),
-                                    "changes": len(changes), "resource_version": rv})
+                                    "candidates": len(changes), "resource_version": rv})
         # A relist holds distinct objects only, so they may be published concurrently (in chunks,
         # to bound in-flight publishes); watch events stay strictly in order.
         for start in range(0, len(changes), 64):
