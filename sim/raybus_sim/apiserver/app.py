@@ -15,6 +15,7 @@ from .errors import ApiError
 from .gc import GarbageCollector
 from .handlers import dispatch
 from .keys import STATE, ServerState
+from .persistence import dump_state, load_state
 from .resources import new_registry
 from .store import Event, Obj, Store
 
@@ -105,7 +106,7 @@ def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path
     app[STATE] = state
     state_path = Path(state_file) if state_file else None
     if state_path and state_path.exists():
-        store.load(state_path, registry.add_crd)
+        load_state(store, state_path, registry.add_crd)
     _bootstrap(store)
     if crd_dir is not None:
         load_crd_dir(store, Path(crd_dir))
@@ -128,7 +129,7 @@ def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path
             await sim.stop()
         await gc.stop()
         if state_path is not None:
-            store.dump(state_path)
+            dump_state(store, state_path)
 
     async def on_shutdown(_: web.Application) -> None:
         store.close_watchers()

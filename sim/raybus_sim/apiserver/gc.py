@@ -68,7 +68,7 @@ class GarbageCollector:
                     self.process(kind, arg)
             except ApiError as err:  # raced with a client write; the next event retries
                 log.debug("gc %s %s: %s", kind, arg, err.message)
-            except Exception:  # noqa: BLE001 - the collector must outlive one bad object
+            except Exception:
                 log.exception("gc %s %s failed", kind, arg)
 
     def process(self, kind: str, arg: Any) -> None:

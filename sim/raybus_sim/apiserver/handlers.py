@@ -264,9 +264,9 @@ async def resource_handler(request: web.Request, segs: list[str]) -> web.Respons
     if method == "PUT":
         body = _check_kind(t, await read_body(request))
         _check_name_ns(t, body)
-        out = store.update(_storage_rt(store, rt), ns, t.name, to_storage(rt, body), subresource=t.sub,
-                           require_rv=rt.custom, strict=_strict(request), dry_run=_dry(request))
-        return respond(from_storage(rt, out))
+        updated = store.update(_storage_rt(store, rt), ns, t.name, to_storage(rt, body), subresource=t.sub,
+                               require_rv=rt.custom, strict=_strict(request), dry_run=_dry(request))
+        return respond(from_storage(rt, updated))
     if method == "PATCH":
         return await patch_object(store, t, request)
     if method == "DELETE":

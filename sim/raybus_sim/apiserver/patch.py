@@ -202,7 +202,7 @@ def strategic_merge(orig: Any, patch: Any) -> Any:
             else:
                 out[k] = merged
         elif isinstance(v, list):
-            prior = out.get(k) if isinstance(out.get(k), list) else []
+            prior: list[Any] = out[k] if isinstance(out.get(k), list) else []
             out[k] = _strategic_list(k, prior, v, patch.get(f"$deleteFromPrimitiveList/{k}"))
         else:
             out[k] = v

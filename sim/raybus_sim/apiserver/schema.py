@@ -142,7 +142,7 @@ def apply_schema(rt: ResourceType, obj: dict[str, Any], *, strict: bool) -> dict
     if not schema:
         return obj
     unknown: list[str] = []
-    out = prune(obj, schema, "", unknown, root=True)
+    out: dict[str, Any] = prune(obj, schema, "", unknown, root=True)
     if unknown and strict:
         listed = ", ".join(f'unknown field "{u}"' for u in unknown)
         raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict '

@@ -9,7 +9,7 @@ from typing import Any
 from .errors import bad_request
 
 Pred = Callable[[dict[str, Any]], bool]
-_TRUE: Pred = lambda obj: True  # noqa: E731
+_TRUE: Pred = lambda obj: True
 
 # key (in|notin) (a,b) | !key | key | key(=|==|!=)value ; requirements separated by commas outside parens.
 _SET_RE = re.compile(r"^\s*([^\s!=(),]+)\s+(in|notin)\s*\(([^)]*)\)\s*$")
@@ -18,7 +18,9 @@ _EXISTS_RE = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*$")
 
 
 def _split(selector: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in selector:
         if ch == "(":
             depth += 1
@@ -118,11 +120,14 @@ def compile_field_selector(selector: str | None, *, plural: str, group: str) -> 
         if not m:
             raise bad_request(f"invalid selector: '{selector}'; can't understand '{raw}'")
         getter, op, value = _field_getter(plural, group, m.group(1)), m.group(2), m.group(3)
-        if op == "!=":
-            reqs.append(lambda o, g=getter, v=value: g(o) != v)
-        else:
-            reqs.append(lambda o, g=getter, v=value: g(o) == v)
+        reqs.append(_field_req(getter, op, value))
     return lambda obj: all(r(obj) for r in reqs)
+
+
+def _field_req(getter: Callable[[dict[str, Any]], str], op: str, value: str) -> Pred:
+    if op == "!=":
+        return lambda obj: getter(obj) != value
+    return lambda obj: getter(obj) == value
 
 
 def field_selector_name(selector: str | None) -> str | None:

@@ -7,13 +7,12 @@ metadata dict), so events can hold references instead of copies and a watcher ca
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
-import json
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from . import errors
@@ -128,7 +127,7 @@ class Store:
         obj = self.state(gr).objects.get(key)
         return (rts[0], obj) if rts and obj is not None else None
 
-    def dependents(self, owner_uid: str) -> list[tuple[ResourceType, Obj]]:
+    def dependents(self, owner_uid: str) -> builtins.list[tuple[ResourceType, Obj]]:
         out = []
         for gr, key in list(self.owner_index.get(owner_uid, ())):
             obj = self.state(gr).objects.get(key)
@@ -367,7 +366,7 @@ class Store:
 
     # --- watch -----------------------------------------------------------------------------------
     def watch(self, rt: ResourceType, ns: str | None, rv: str | None, pred: Pred,
-              *, send_initial: bool | None = None) -> tuple[Watcher, list[tuple[str, Obj]]]:
+              *, send_initial: bool | None = None) -> tuple[Watcher, builtins.list[tuple[str, Obj]]]:
         """Register a watcher; returns it plus the events to send before live ones.
 
         rv unset/"0" replays current state as ADDED (upstream "start at most recent"/"any"); rv=N replays
@@ -376,7 +375,7 @@ class Store:
         st = self.state(rt.gr)
         ns = ns if rt.namespaced else None
         w = Watcher(ns, pred)
-        backlog: list[tuple[str, Obj]] = []
+        backlog: builtins.list[tuple[str, Obj]] = []
         if not rv or rv == "0" or send_initial:
             backlog = [("ADDED", o) for o in self.list(rt, ns, pred)]
             backlog.sort(key=lambda e: int(e[1]["metadata"]["resourceVersion"]))
@@ -404,29 +403,3 @@ class Store:
 
     def unwatch(self, rt: ResourceType, w: Watcher) -> None:
         self.state(rt.gr).watchers.discard(w)
-
-    # --- persistence -----------------------------------------------------------------------------
-    def dump(self, path: Path) -> None:
-        objs = [{"gr": gr, "obj": o} for gr, st in self.states.items() for o in st.objects.values()]
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps({"resourceVersion": self.rv, "objects": objs}))
-        tmp.replace(path)
-
-    def load(self, path: Path, register_crd: Callable[[Obj], None]) -> None:
-        data = json.loads(path.read_text())
-        entries = data.get("objects") or []
-        for e in entries:  # CRDs first so their resources exist
-            if e["gr"] == "customresourcedefinitions.apiextensions.k8s.io":
-                register_crd(e["obj"])
-        for e in entries:
-            obj, gr = e["obj"], e["gr"]
-            meta = obj["metadata"]
-            key = (meta.get("namespace", ""), meta["name"])
-            self.state(gr).objects[key] = obj
-            self.uid_index[meta["uid"]] = (gr, key)
-            for ref in meta.get("ownerReferences") or ():
-                self.owner_index.setdefault(ref["uid"], set()).add((gr, key))
-        self.rv = max(self.rv, int(data.get("resourceVersion", 1)))
-        # History is not persisted: anything older than now is expired after a restart.
-        for st in self.states.values():
-            st.window_start = self.rv

@@ -46,7 +46,7 @@ def age(ts: str | None) -> str:
         t = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
     except ValueError:
         return "<invalid>"
-    return human_duration((dt.datetime.now(dt.timezone.utc) - t).total_seconds())
+    return human_duration((dt.datetime.now(dt.UTC) - t).total_seconds())
 
 
 _TOKEN = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\?\(@\.([\w.]+)\s*==\s*[\"']([^\"']*)[\"']\)\]|\[\*\]")
@@ -55,8 +55,7 @@ _TOKEN = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\?\(@\.([\w.]+)\s*==\s*[\"']([^\"'
 def jsonpath(obj: Any, path: str) -> Any:
     """The JSONPath subset CRD printer columns use: .a.b, [n], [*] (first), [?(@.k=="v")]."""
     path = path.strip().lstrip("{").rstrip("}")
-    if path.startswith("$"):
-        path = path[1:]
+    path = path.removeprefix("$")
     cur: Any = obj
     for m in _TOKEN.finditer(path):
         if cur is None:
@@ -110,7 +109,7 @@ def _ports(o: Obj) -> str:
 
 
 def _name(o: Obj) -> str:
-    return o["metadata"]["name"]
+    return str(o["metadata"]["name"])
 
 
 def _age(o: Obj) -> str:
@@ -148,18 +147,22 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
 }
 
 
+def _getter(path: str, ctype: str) -> Callable[[Obj], Any]:
+    def get(obj: Obj) -> Any:
+        value = jsonpath(obj, path)
+        if ctype == "date":  # the server renders dates as ages, as upstream's table convertor does
+            return age(value) if isinstance(value, str) else None
+        return value
+
+    return get
+
+
 def columns_for(rt: ResourceType) -> list[Column]:
     if rt.custom and rt.printer_columns:
         cols: list[Column] = [NAME]
         for c in rt.printer_columns:
             path, ctype = c["jsonPath"], c.get("type", "string")
-            if ctype == "date":
-                getter: Callable[[Obj], Any] = lambda o, p=path: (
-                    age(v) if isinstance(v := jsonpath(o, p), str) else None)
-            else:
-                getter = lambda o, p=path: jsonpath(o, p)  # noqa: E731
-            cols.append((c["name"], ctype, c.get("format", ""),
-                         c.get("priority", 0), getter))
+            cols.append((c["name"], ctype, c.get("format", ""), c.get("priority", 0), _getter(path, ctype)))
         return cols
     return BUILTIN_COLUMNS.get(rt.gr, [NAME, AGE])
 

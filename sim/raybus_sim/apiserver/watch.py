@@ -102,7 +102,7 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
                 wait = min(wait, max(0.0, next_bookmark - now))
             try:
                 etype, obj = await asyncio.wait_for(queue.get(), timeout=wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if bookmarks and time.monotonic() >= next_bookmark:
                     await resp.write(bookmark().encode())
                     next_bookmark = time.monotonic() + bookmark_every

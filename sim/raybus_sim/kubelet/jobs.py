@@ -11,7 +11,7 @@ from typing import Any
 
 from raybus_sim.apiserver.defaults import now_rfc3339
 from raybus_sim.apiserver.errors import ApiError
-from raybus_sim.apiserver.store import Event, Obj, Store
+from raybus_sim.apiserver.store import Event, Store
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,6 @@ class JobController:
         spec, uid = job.get("spec") or {}, job["metadata"]["uid"]
         pods = [p for p in self.store.list(self.pod_rt, ns)
                 if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or ())]
-        phase = lambda p: (p.get("status") or {}).get("phase")  # noqa: E731
         active = [p for p in pods if phase(p) not in ("Succeeded", "Failed") and not p["metadata"].get("deletionTimestamp")]
         succeeded = sum(1 for p in pods if phase(p) == "Succeeded")
         failed = sum(1 for p in pods if phase(p) == "Failed")
@@ -124,6 +123,11 @@ class JobController:
             status["conditions"] = conditions
         if status != job.get("status"):
             self.store.update(self.job_rt, ns, name, dict(job, status=status), subresource="status")
+
+
+def phase(pod: dict[str, Any]) -> str | None:
+    value: str | None = (pod.get("status") or {}).get("phase")
+    return value
 
 
 def _deep(value: Any) -> Any:
