@@ -32,6 +32,7 @@ def load_state(store: Store, path: Path, register_crd: Callable[[Obj], Any]) -> 
         for ref in meta.get("ownerReferences") or ():
             store.owner_index.setdefault(ref["uid"], set()).add((gr, key))
     store.rv = max(store.rv, int(data.get("resourceVersion", 1)))
+    store.base_rv = store.rv
     # History is not persisted: anything older than now is expired after a restart.
     for st in store.states.values():
         st.window_start = store.rv

@@ -82,6 +82,8 @@ class Store:
         self.registry = registry
         self.history_size = history_size
         self.rv = 1
+        # rv from which every resource's history is complete (server start, or the restored rv)
+        self.base_rv = 1
         self.states: dict[str, ResourceState] = {}
         self.uid_index: dict[str, tuple[str, Key]] = {}
         self.owner_index: dict[str, set[tuple[str, Key]]] = {}
@@ -96,7 +98,7 @@ class Store:
     def state(self, gr: str) -> ResourceState:
         st = self.states.get(gr)
         if st is None:
-            st = self.states[gr] = ResourceState(window_start=self.rv)
+            st = self.states[gr] = ResourceState(window_start=self.base_rv)
         return st
 
     def get(self, rt: ResourceType, ns: str, name: str) -> Obj:

@@ -91,6 +91,13 @@ def _label_causes(labels: Any, field: str) -> list[Cause]:
     return causes
 
 
+def _annotation_causes(annotations: Any) -> list[Cause]:
+    total = sum(len(k) + len(str(v)) for k, v in (annotations or {}).items())
+    if total > 262144:  # upstream TotalAnnotationSizeLimitB
+        return [("FieldValueTooLong", "metadata.annotations", "Too long: may not be more than 262144 bytes")]
+    return []
+
+
 def _service_causes(spec: Any) -> list[Cause]:
     ports = (spec or {}).get("ports") or []
     causes: list[Cause] = []
@@ -114,6 +121,7 @@ def _raise(rt: ResourceType, name: str, causes: list[Cause]) -> None:
 def validate_create(rt: ResourceType, obj: dict[str, Any]) -> None:
     name = obj["metadata"].get("name") or ""
     causes = _name_causes(rt, name) + _label_causes(obj["metadata"].get("labels"), "metadata.labels")
+    causes += _annotation_causes(obj["metadata"].get("annotations"))
     if rt.gr == "services":
         causes += _service_causes(obj.get("spec"))
     elif rt.gr == "pods":
@@ -150,6 +158,14 @@ def _pod_mutable_view(spec: dict[str, Any]) -> dict[str, Any]:
 def validate_update(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> None:
     name = old["metadata"]["name"]
     causes: list[Cause] = _label_causes(new["metadata"].get("labels"), "metadata.labels")
+    causes += _annotation_causes(new["metadata"].get("annotations"))
+    if rt.gr in ("configmaps", "secrets") and old.get("immutable"):
+        for f in ("data", "binaryData", "stringData"):
+            if new.get(f) != old.get(f):
+                causes.append(("FieldValueForbidden", f, "Forbidden: field is immutable when `immutable` is set"))
+        if new.get("immutable") is not True:
+            causes.append(("FieldValueForbidden", "immutable", "Forbidden: field is immutable when `immutable` "
+                           "is set"))
     old_fin = set(old["metadata"].get("finalizers") or [])
     if old["metadata"].get("deletionTimestamp"):
         added = [f for f in new["metadata"].get("finalizers") or [] if f not in old_fin]

@@ -335,3 +335,14 @@ async def test_metadata_validation_matches_upstream(api: client.ApiClient) -> No
                                                         "metadata": {"name": "w"}, "status": {"a": 1}})
     got = await co.patch_namespaced_custom_object(**w, name="w", body={"status": {"a": 2}}, **MERGE)
     assert got["status"] == {"a": 2} and got["metadata"]["generation"] == 2
+
+    # immutable ConfigMaps reject data changes; oversized annotations are rejected
+    await core.create_namespaced_config_map("default", {"metadata": {"name": "frozen"}, "immutable": True,
+                                                        "data": {"a": "1"}})
+    with pytest.raises(ApiException) as exc:
+        await core.patch_namespaced_config_map("frozen", "default", {"data": {"a": "2"}})
+    assert exc.value.status == 422 and "field is immutable when `immutable` is set" in status_of(exc.value)["message"]
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_config_map("default", {"metadata": {"name": "big", "annotations": {
+            "a": "x" * 262145}}})
+    assert exc.value.status == 422

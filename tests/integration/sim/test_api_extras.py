@@ -87,3 +87,15 @@ async def test_dry_run_and_send_initial_events(bare: RunningApiServer) -> None:
             events = [json.loads(line) async for line in r.content if line.strip()]
         assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
         assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+async def test_rv_from_another_resource_resumes_without_410(bare: RunningApiServer) -> None:
+    # resourceVersions are global (etcd-like): an rv read from configmaps is a valid start for roles.
+    async with aiohttp.ClientSession() as http:
+        _, body = await _req(http, "GET", bare.url + "/api/v1/namespaces/default/configmaps")
+        rv = body["metadata"]["resourceVersion"]
+        roles = bare.url + "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles"
+        await _req(http, "POST", roles, {"metadata": {"name": "r"}, "rules": []})
+        async with http.get(f"{roles}?watch=1&resourceVersion={rv}&timeoutSeconds=1") as r:
+            events = [json.loads(line) async for line in r.content if line.strip()]
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "r")]
