@@ -128,10 +128,10 @@ class GarbageCollector:
                 ref = next(r for r in dep["metadata"]["ownerReferences"] if r.get("uid") == uid)
                 if ref.get("blockOwnerDeletion"):
                     blocking = True
-                    if not dep["metadata"].get("deletionTimestamp"):
-                        self._delete(drt, dep, "Foreground")
-                else:
-                    self._delete(drt, dep, "Background")
+                # Upstream's GC deletes a dependent in the foreground only if it has dependents itself.
+                has_deps = bool(self.store.owner_index.get(dep["metadata"]["uid"]))
+                if not dep["metadata"].get("deletionTimestamp"):
+                    self._delete(drt, dep, "Foreground" if has_deps else "Background")
             if not blocking:
                 self._remove_finalizer(rt, owner, "foregroundDeletion")
 
