@@ -75,8 +75,9 @@ async def test_services_as_processes_close_the_loop(nats_server: NatsServer, kub
         trig = await until(fresh_trigger, what="trigger caused by the head pod")
         assert event.object["metadata"]["labels"]["ray.io/node-type"] == "head"
         assert trig.cause.endswith(f"pod default/{name}-head")
-        # The executor's Event reached the API and the watcher does not publish Events.
-        assert await last_msg(js, s.STREAM_OUTCOMES, s.outcome_subject("cluster", "default", name))
+        # The executor reports after recording the Event, possibly after the watcher saw the pod.
+        await until(lambda: last_msg(js, s.STREAM_OUTCOMES, s.outcome_subject("cluster", "default", name)),
+                    what="the executor's Outcome")
     finally:
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):
