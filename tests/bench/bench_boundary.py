@@ -164,10 +164,11 @@ async def bench(pods: int, concurrency: int) -> None:
         print(f"pods={pods} concurrency={concurrency} (API server and nats-server are separate processes)")
         print(f"  raw kubernetes-asyncio create_namespaced_pod  {floor:8.0f} pods/s   (floor)")
         print(f"  executor, limiter off                         {fast:8.0f} pods/s   ({fast / floor:.0%} of floor)")
-        print(f"  executor, KubeRay limiter 100 qps / 200 burst {limited:8.0f} pods/s   ({limited_n} pods)")
+        print(f"  executor, KubeRay limiter 100 qps / 200 burst {limited:8.0f} pods/s   ({limited_n} pods: "
+              f"200 at burst, then 100/s, so the bound is {limited_n / (max(limited_n - 200, 0) / 100 or 1):.0f})")
         print(f"  raw JetStream publish of an ObjectEvent       {pub_floor:8.0f} msgs/s   (floor)")
         print(f"  watcher initial list -> events+triggers       {list_rate:8.0f} events/s "
-              f"({list_rate / pub_floor:.0%} of floor)")
+              f"({list_rate / pub_floor:.0%} of floor; 2 publishes per event: object + trigger)")
         print(f"  watcher live watch while pods are created     {live_rate:8.0f} events/s "
               f"(bounded by the concurrent creates)")
     finally:
