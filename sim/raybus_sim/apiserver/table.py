@@ -127,6 +127,14 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
     "services": [NAME, ("Type", "string", "", 0, lambda o: o["spec"].get("type")),
                  ("Cluster-IP", "string", "", 0, lambda o: o["spec"].get("clusterIP") or "<none>"),
                  ("External-IP", "string", "", 0, lambda o: "<none>"), ("Port(s)", "string", "", 0, _ports), AGE],
+    "nodes": [NAME, ("Status", "string", "", 0, lambda o: "Ready" if any(
+                  c.get("type") == "Ready" and c.get("status") == "True"
+                  for c in (o.get("status") or {}).get("conditions") or []) else "NotReady"),
+              ("Roles", "string", "", 0, lambda o: ",".join(
+                  k.split("/", 1)[1] for k in o["metadata"].get("labels") or {}
+                  if k.startswith("node-role.kubernetes.io/")) or "<none>"), AGE,
+              ("Version", "string", "", 0, lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get(
+                  "kubeletVersion"))],
     "namespaces": [NAME, ("Status", "string", "", 0, lambda o: (o.get("status") or {}).get("phase")), AGE],
     "configmaps": [NAME, ("Data", "integer", "", 0, lambda o: len(o.get("data") or {})
                           + len(o.get("binaryData") or {})), AGE],

@@ -75,9 +75,34 @@ class Kubelet:
         for ctl in (self.endpoints, self.jobs):
             if ctl is not None:
                 ctl.start()
+        self._register_node()
         assert self.pod_rt is not None
         for pod in self.store.list(self.pod_rt, None):  # resume after a state-file restart
             self._adopt(pod)
+
+    def _register_node(self) -> None:
+        """Like a kubelet registering itself: one Ready node, so `kubectl get nodes` looks normal."""
+        node_rt = self.store.registry.get("", "v1", "nodes")
+        name = self.config.node_name
+        if node_rt is None or self.store.find(node_rt, "", name) is not None:
+            return
+        node = self.store.create(node_rt, "", {"metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "node-role.kubernetes.io/control-plane": ""}}, "spec": {}})
+        now = now_rfc3339()
+        capacity = {"cpu": "1000", "memory": "4000Gi", "pods": "10000", "nvidia.com/gpu": "100",
+                    "ephemeral-storage": "10000Gi"}
+        self.store.update(node_rt, "", name, dict(node, status={
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status", "lastHeartbeatTime": now,
+                            "lastTransitionTime": now}],
+            "addresses": [{"type": "InternalIP", "address": self.config.host_ip},
+                          {"type": "Hostname", "address": name}],
+            "capacity": capacity, "allocatable": capacity,
+            "nodeInfo": {"kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0", "operatingSystem": "linux",
+                         "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.0",
+                         "osImage": "raybus-sim", "kernelVersion": "6.0.0", "machineID": "", "systemUUID": "",
+                         "bootID": ""}}), subresource="status")
 
     async def stop(self) -> None:
         self.started = False
