@@ -169,3 +169,14 @@ def test_state_file_restart_resumes(tmp_path: Path) -> None:
         assert int(nxt["metadata"]["resourceVersion"]) > int(current)  # counter continued, not reset
     finally:
         second.stop()
+
+
+def test_kubectl_errors_and_nodes_look_like_a_cluster(srv: Proc) -> None:
+    bad = '{"apiVersion":"ray.io/v1","kind":"RayCluster","metadata":{"name":"bad"},"spec":{"bogus":1}}'
+    out = srv.kubectl("apply", "-f", "-", stdin=bad, check=False)
+    assert 'strict decoding error: unknown field "spec.bogus"' in out
+    unknown = '{"apiVersion":"scheduling.volcano.sh/v1beta1","kind":"Queue","metadata":{"name":"q"}}'
+    out = srv.kubectl("apply", "-f", "-", stdin=unknown, check=False)
+    assert 'no matches for kind "Queue"' in out
+    row = srv.kubectl("get", "nodes", "--no-headers").split()
+    assert row[:2] == ["raybus-sim-node", "Ready"]
