@@ -58,7 +58,7 @@ async def wait_port(port: int, timeout: float = 20.0) -> None:
     raise TimeoutError("API server did not start")
 
 
-async def raw_creates(kubeconfig: Path, names: list[str], concurrency: int) -> float:
+async def raw_creates(kubeconfig: Path, names: list[str], *, concurrency: int) -> float:
     api = await kconfig.new_client_from_config(config_file=str(kubeconfig))
     core = kclient.CoreV1Api(api)
     sem = asyncio.Semaphore(concurrency)
@@ -74,7 +74,7 @@ async def raw_creates(kubeconfig: Path, names: list[str], concurrency: int) -> f
     return len(names) / elapsed
 
 
-async def executor_creates(nats_url: str, kubeconfig: Path, names: list[str], *, concurrency: int,
+async def executor_creates(nats_url: str, kubeconfig: Path, *, names: list[str], concurrency: int,
                            qps: float, burst: int) -> float:
     """Batches are queued on RAYBUS_COMMANDS first (as reconcilers would have), then the executor
     starts: the clock measures the executor alone, not this process publishing them."""
@@ -111,7 +111,7 @@ async def raw_publishes(nats_url: str, n: int) -> float:
     return n / elapsed
 
 
-async def watcher_rates(nats_url: str, kubeconfig: Path, existing: int, live: int) -> tuple[float, float]:
+async def watcher_rates(nats_url: str, kubeconfig: Path, *, existing: int, live: int) -> tuple[float, float]:
     """(initial-list events/s over `existing` pods, live watch events/s while `live` pods are created)."""
     watcher = Watcher(WatcherSettings(nats_url=nats_url, kubeconfig=str(kubeconfig), replica_id="bench",
                                       kube_qps=10_000, kube_burst=10_000))
@@ -121,7 +121,7 @@ async def watcher_rates(nats_url: str, kubeconfig: Path, existing: int, live: in
     list_rate = watcher.published / (time.perf_counter() - start)
     before = watcher.published
     start = time.perf_counter()
-    creator = asyncio.create_task(raw_creates(kubeconfig, [f"live-{i}" for i in range(live)], 32))
+    creator = asyncio.create_task(raw_creates(kubeconfig, [f"live-{i}" for i in range(live)], concurrency=32))
     while watcher.published - before < live:
         await asyncio.sleep(0.005)
     live_rate = live / (time.perf_counter() - start)
@@ -153,14 +153,15 @@ async def bench(pods: int, concurrency: int) -> None:
         nc = await nats.connect(nats_server.url)
         await ensure_streams(nc.jetstream())
         await nc.close()
-        floor = await raw_creates(kubeconfig, [f"raw-{i}" for i in range(pods)], concurrency)
-        fast = await executor_creates(nats_server.url, kubeconfig, [f"exe-{i}" for i in range(pods)],
+        floor = await raw_creates(kubeconfig, [f"raw-{i}" for i in range(pods)], concurrency=concurrency)
+        fast = await executor_creates(nats_server.url, kubeconfig, names=[f"exe-{i}" for i in range(pods)],
                                       concurrency=concurrency, qps=100_000, burst=100_000)
         limited_n = min(pods, 600)
-        limited = await executor_creates(nats_server.url, kubeconfig, [f"lim-{i}" for i in range(limited_n)],
+        limited = await executor_creates(nats_server.url, kubeconfig, names=[f"lim-{i}" for i in range(limited_n)],
                                          concurrency=concurrency, qps=100, burst=200)
         pub_floor = await raw_publishes(nats_server.url, 2 * pods)
-        list_rate, live_rate = await watcher_rates(nats_server.url, kubeconfig, 2 * pods + limited_n, pods)
+        list_rate, live_rate = await watcher_rates(nats_server.url, kubeconfig, existing=2 * pods + limited_n,
+                                                   live=pods)
         print(f"pods={pods} concurrency={concurrency} (API server and nats-server are separate processes)")
         print(f"  raw kubernetes-asyncio create_namespaced_pod  {floor:8.0f} pods/s   (floor)")
         print(f"  executor, limiter off                         {fast:8.0f} pods/s   ({fast / floor:.0%} of floor)")

@@ -102,7 +102,7 @@ class Executor:
                 event = success_event(cmd)
                 if event is not None:
                     ref = cmd.target if isinstance(cmd, RecordEvent) else involved
-                    await self.record_event(ref, *event)
+                    await self.record_event(ref, type_=event[0], reason=event[1], message=event[2])
             except (KubeError, UnknownResource) as exc:
                 err = exc if isinstance(exc, KubeError) else KubeError(400, "UnknownKind", str(exc))
                 if target.kind == "Secret":
@@ -118,7 +118,7 @@ class Executor:
                     "code": err.code, "reason": err.reason, "why": cmd.reason})
                 event = failure_event(cmd, f"{err.reason}: {err.message}")
                 if event is not None and not err.transient:
-                    await self.record_event(involved, *event)
+                    await self.record_event(involved, type_=event[0], reason=event[1], message=event[2])
                 out.results += [CommandResult(op=c.op, target=describe(target_of(c, batch)), ok=False,
                                               message="skipped: an earlier command failed")
                                 for c in batch.commands[index + 1:]]
@@ -185,7 +185,7 @@ class Executor:
                 await self._kube.replace_status(res, fresh)
         return 200, f"written after {attempts} attempt(s)" if attempts > 1 else ""
 
-    async def record_event(self, involved: ObjectRef, type_: str, reason: str, message: str) -> None:
+    async def record_event(self, involved: ObjectRef, *, type_: str, reason: str, message: str) -> None:
         """Best effort, like client-go's recorder: a failed Event never fails the command."""
         key = (involved.namespace, involved.kind, involved.name, involved.uid or "", type_, reason, message)
         now = datetime.now(UTC)

@@ -142,7 +142,7 @@ class Watcher:
 
     def _sink_for(self, spec: WatchSpec) -> Any:
         async def sink(etype: str, obj: Json, old: Json | None) -> bool:
-            return await self.on_change(spec, etype, obj, old)
+            return await self.on_change(spec, etype, obj, old=old)
         return sink
 
     def _remember_service(self, obj: Json, *, deleted: bool) -> tuple[Route, ...]:
@@ -155,7 +155,7 @@ class Watcher:
             self.service_owners.pop(key, None)
         return owners
 
-    async def on_change(self, spec: WatchSpec, etype: str, obj: Json, old: Json | None) -> bool:
+    async def on_change(self, spec: WatchSpec, etype: str, obj: Json, *, old: Json | None) -> bool:
         """Publish one change; returns whether the object is tracked (published) afterwards."""
         obj = sanitize(obj)
         kind = spec.kind
@@ -169,7 +169,7 @@ class Watcher:
             etype, obj = "DELETED", old
         if old is not None:  # an ownership/label change must wake the previous owner too
             targets = tuple(dict.fromkeys(targets + routes(kind, old, service_owners=self.service_owners)))
-        await self._publish(kind, etype, obj, targets)
+        await self._publish(kind, etype, obj, targets=targets)
         if kind is s.Kind.SERVICE:
             before = set(self.service_owners)
             self._remember_service(obj, deleted=etype == "DELETED")
@@ -192,12 +192,13 @@ class Watcher:
 
     async def _replay_slices(self, service_key: tuple[str, str]) -> None:
         slice_informer = next((i for i in self.informers if i.spec.kind is s.Kind.ENDPOINTSLICE), None)
+        if slice_informer is None:
+            return
         for obj in list(self._orphan_slices.pop(service_key, {}).values()):
-            if slice_informer is not None:
-                slice_informer.known[(service_key[0], str(meta(obj).get("name")))] = obj
-            await self.on_change(slice_informer.spec if slice_informer else WATCHES[6], "ADDED", obj, None)
+            slice_informer.known[(service_key[0], str(meta(obj).get("name")))] = obj
+            await self.on_change(slice_informer.spec, "ADDED", obj, old=None)
 
-    async def _publish(self, kind: s.Kind, etype: str, obj: Json, targets: tuple[Route, ...]) -> None:
+    async def _publish(self, kind: s.Kind, etype: str, obj: Json, *, targets: tuple[Route, ...]) -> None:
         js = self.nc.jetstream()
         m = meta(obj)
         key = ObjectKey(namespace=str(m.get("namespace") or ""), name=str(m.get("name") or ""))
@@ -206,7 +207,7 @@ class Watcher:
         cause = f"{etype} {kind.value} {key}"
         # The trace starts here: every reconcile and API write this change causes joins it.
         with tracer.start_as_current_span("watch-event", attributes={"raybus.cause": cause}):
-            seq = await publish_object(js, event, msg_id=msg_id(kind, obj, etype))
+            seq = await publish_object(js, event, msg_id=msg_id(kind, obj, event_type=etype))
             await asyncio.gather(*(
                 publish_trigger(js, controller=r.controller, key=ObjectKey(namespace=r.namespace, name=r.name),
                                 kind=r.kind.value, cause=cause, objects_seq=seq,

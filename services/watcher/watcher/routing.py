@@ -137,7 +137,7 @@ def routes(kind: s.Kind, obj: Mapping[str, Any], *,
     return tuple(dict.fromkeys(out))
 
 
-def msg_id(kind: s.Kind, obj: Mapping[str, Any], event_type: str) -> str:
+def msg_id(kind: s.Kind, obj: Mapping[str, Any], *, event_type: str) -> str:
     """JetStream de-dup id: two watcher replicas seeing the same version store it once."""
     m = meta(obj)
     suffix = "/DELETED" if event_type == "DELETED" else ""

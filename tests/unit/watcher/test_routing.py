@@ -114,5 +114,5 @@ def test_relist_diff_like_deltafifo_replace() -> None:
 @given(rv=st.integers(min_value=1), name=names)
 def test_msg_id_distinguishes_versions_and_deletion(rv: int, name: str) -> None:
     o = obj("Pod", name, rv=str(rv))
-    assert msg_id(s.Kind.POD, o, "MODIFIED") == f"pod/ns/{name}/{rv}"
-    assert msg_id(s.Kind.POD, o, "DELETED") != msg_id(s.Kind.POD, o, "MODIFIED")
+    assert msg_id(s.Kind.POD, o, event_type="MODIFIED") == f"pod/ns/{name}/{rv}"
+    assert msg_id(s.Kind.POD, o, event_type="DELETED") != msg_id(s.Kind.POD, o, event_type="MODIFIED")
