@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import discovery, errors, openapi
+from . import discovery, errors, openapi, protobuf
 from .defaults import now_rfc3339
 from .errors import ApiError
 from .events import from_storage, is_converted, to_storage
@@ -69,10 +69,8 @@ async def read_body(request: web.Request) -> Any:
     if not raw:
         raise errors.bad_request("empty request body")
     ctype = request.content_type
-    if "protobuf" in ctype:
-        # kubectl's typed-client commands (create configmap, run, ...) send protobuf; not implemented.
-        raise errors.ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - '
-                              f'raybus-sim accepts JSON/YAML only (got "{ctype}")')
+    if "protobuf" in ctype:  # kubectl's typed generators (create configmap/secret/ns/...)
+        return protobuf.decode(raw)
     try:
         if "yaml" in ctype:
             return yaml.safe_load(raw)

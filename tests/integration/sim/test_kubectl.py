@@ -180,3 +180,18 @@ def test_kubectl_errors_and_nodes_look_like_a_cluster(srv: Proc) -> None:
     assert 'no matches for kind "Queue"' in out
     row = srv.kubectl("get", "nodes", "--no-headers").split()
     assert row[:2] == ["raybus-sim-node", "Ready"]
+
+
+def test_kubectl_typed_generators_send_protobuf(srv: Proc) -> None:
+    srv.kubectl("create", "configmap", "gen", "--from-literal=a=b", "--from-literal=c=d")
+    cm = json.loads(srv.kubectl("get", "configmap", "gen", "-o", "json"))
+    assert cm["data"] == {"a": "b", "c": "d"} and "generateName" not in cm["metadata"]
+    srv.kubectl("create", "secret", "generic", "pw", "--from-literal=pw=hunter2")
+    secret = json.loads(srv.kubectl("get", "secret", "pw", "-o", "json"))
+    assert secret["data"] == {"pw": "aHVudGVyMg=="} and secret["type"] == "Opaque"
+    srv.kubectl("create", "namespace", "team-a")
+    srv.kubectl("create", "role", "r", "--verb=get,list", "--resource=pods", "-n", "team-a")
+    role = json.loads(srv.kubectl("get", "role", "r", "-n", "team-a", "-o", "json"))
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+    # kinds without a protobuf decoder are refused with 415, never mis-decoded
+    assert "unknown format" in srv.kubectl("create", "job", "j", "--image=busybox", check=False)
