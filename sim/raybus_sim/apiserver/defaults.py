@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import uuid
 from typing import TYPE_CHECKING, Any
 
+from . import errors
 from .resources import ResourceType
+
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 if TYPE_CHECKING:
     from .store import Store
@@ -63,11 +67,39 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
         _default_container(c)
 
 
-def _default_pod(obj: dict[str, Any]) -> None:
+SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _inject_sa_token(obj: dict[str, Any], store: Store) -> None:
+    """ServiceAccount admission: the SA must exist (403 otherwise) and its token volume is mounted."""
+    spec, meta = obj["spec"], obj["metadata"]
+    sa_rt = store.registry.get("", "v1", "serviceaccounts")
+    sa_name = spec["serviceAccountName"]
+    sa = store.find(sa_rt, meta["namespace"], sa_name) if sa_rt else None
+    if sa is None:
+        raise errors.forbidden("pods", "", meta["name"], f"error looking up service account "
+                               f"{meta['namespace']}/{sa_name}: serviceaccount \"{sa_name}\" not found")
+    automount = spec.get("automountServiceAccountToken", sa.get("automountServiceAccountToken", True))
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    if automount is False or any(m.get("mountPath") == SA_MOUNT for c in containers
+                                 for m in c.get("volumeMounts") or []):
+        return
+    name = "kube-api-access-" + "".join(_ALPHABET[b % len(_ALPHABET)] for b in uuid.uuid4().bytes[:5])
+    spec.setdefault("volumes", []).append({"name": name, "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1",
+                                                                      "fieldPath": "metadata.namespace"}}]}}]}})
+    for c in containers:
+        c.setdefault("volumeMounts", []).append({"name": name, "mountPath": SA_MOUNT, "readOnly": True})
+
+
+def _default_pod(obj: dict[str, Any], store: Store) -> None:
     spec = obj.setdefault("spec", {})
     default_pod_spec(spec)
     spec.setdefault("serviceAccountName", "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    _inject_sa_token(obj, store)
     spec.setdefault("tolerations", [
         {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
          "tolerationSeconds": 300},
@@ -153,7 +185,7 @@ def _default_secret(obj: dict[str, Any]) -> None:
 def apply_create_defaults(rt: ResourceType, obj: dict[str, Any], store: Store) -> None:
     gr = rt.gr
     if gr == "pods":
-        _default_pod(obj)
+        _default_pod(obj, store)
     elif gr == "services":
         _default_service(obj, store)
     elif gr == "jobs.batch":

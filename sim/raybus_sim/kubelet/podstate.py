@@ -24,6 +24,7 @@ class ContainerSim:
     name: str
     image: str
     has_probe: bool
+    mounts: list[dict[str, Any]] = field(default_factory=list)
     state: str = "waiting"  # waiting | running | terminated
     reason: str = "ContainerCreating"
     started_at: str | None = None
@@ -66,6 +67,11 @@ class ContainerSim:
         }
         if self.container_id:
             out["containerID"] = self.container_id
+        if self.mounts:  # 1.31+ kubelets report mounts (RecursiveReadOnlyMounts)
+            out["volumeMounts"] = [
+                {"name": m["name"], "mountPath": m["mountPath"],
+                 **({"readOnly": True, "recursiveReadOnly": "Disabled"} if m.get("readOnly") else {})}
+                for m in self.mounts]
         return out
 
 
@@ -94,7 +100,8 @@ class PodSim:
         spec = pod.get("spec") or {}
 
         def sims(key: str) -> list[ContainerSim]:
-            return [ContainerSim(c["name"], c.get("image", ""), bool(c.get("readinessProbe")))
+            return [ContainerSim(c["name"], c.get("image", ""), bool(c.get("readinessProbe")),
+                                 list(c.get("volumeMounts") or []))
                     for c in spec.get(key) or []]
 
         init = sims("initContainers")

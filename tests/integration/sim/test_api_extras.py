@@ -99,3 +99,23 @@ async def test_rv_from_another_resource_resumes_without_410(bare: RunningApiServ
         async with http.get(f"{roles}?watch=1&resourceVersion={rv}&timeoutSeconds=1") as r:
             events = [json.loads(line) async for line in r.content if line.strip()]
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "r")]
+
+
+async def test_service_account_admission(bare: RunningApiServer) -> None:
+    base = bare.url + PODS
+    async with aiohttp.ClientSession() as http:
+        pod = _pod("sa-missing")
+        pod["spec"]["serviceAccountName"] = "ghost"
+        status, body = await _req(http, "POST", base, pod)
+        assert status == 403 and body["reason"] == "Forbidden"
+        assert body["message"] == ('pods "sa-missing" is forbidden: error looking up service account default/ghost: '
+                                   'serviceaccount "ghost" not found')
+        _, created = await _req(http, "POST", base, _pod("sa-default"))
+        vols = created["spec"]["volumes"]
+        assert len(vols) == 1 and vols[0]["name"].startswith("kube-api-access-")
+        mounts = [m for c in created["spec"]["containers"] for m in c["volumeMounts"]]
+        assert {m["mountPath"] for m in mounts} == {"/var/run/secrets/kubernetes.io/serviceaccount"}
+        off = _pod("sa-off")
+        off["spec"]["automountServiceAccountToken"] = False
+        _, created = await _req(http, "POST", base, off)
+        assert "volumes" not in created["spec"]
