@@ -9,6 +9,7 @@
   (bounded, like client-go's retry.RetryOnConflict with DefaultRetry's 5 steps);
 - the batch stops at the first failure, as KubeRay's reconcile returns on the first failed
   create/delete (later commands may depend on earlier ones); the rest are reported as skipped;
+- Events are recorded after the commands, concurrently (client-go's recorder is asynchronous too);
 - transient failures (429, 5xx, connection) are flagged so the caller can redeliver the batch.
 """
 
@@ -92,38 +93,51 @@ class Executor:
     async def _apply(self, batch: CommandBatch) -> BatchResult:
         out = BatchResult()
         involved = involved_object(batch)
-        for index, cmd in enumerate(batch.commands):
-            target = target_of(cmd, batch)
-            try:
-                code, message = await self._one(cmd, target)
-                out.results.append(CommandResult(op=cmd.op, target=describe(target), ok=True,
-                                                 code=code, message=message))
-                COMMANDS.labels(cmd.op, "ok").inc()
+        events: list[tuple[ObjectRef, str, str, str]] = []
+        index = 0
+        for cmd in batch.commands:
+            result, err = await self._try(cmd, batch)
+            out.results.append(result)
+            index += 1
+            if err is None:
                 event = success_event(cmd)
                 if event is not None:
                     ref = cmd.target if isinstance(cmd, RecordEvent) else involved
-                    await self.record_event(ref, type_=event[0], reason=event[1], message=event[2])
-            except (KubeError, UnknownResource) as exc:
-                err = exc if isinstance(exc, KubeError) else KubeError(400, "UnknownKind", str(exc))
-                if target.kind == "Secret":
-                    # 422 Invalid messages quote field values: never carry a Secret's onward.
-                    err = KubeError(err.code, err.reason, "message withheld (Secret)")
-                out.transient = err.transient
-                out.results.append(CommandResult(
-                    op=cmd.op, target=describe(target), ok=False, code=err.code,
-                    error_reason=failure_reason(cmd), message=f"{err.reason}: {err.message}"[:1000]))
-                COMMANDS.labels(cmd.op, "transient" if err.transient else "error").inc()
-                log.warning("command failed", extra={
-                    "reconcile_id": batch.reconcile_id, "op": cmd.op, "target": describe(target),
-                    "code": err.code, "reason": err.reason, "why": cmd.reason})
-                event = failure_event(cmd, f"{err.reason}: {err.message}")
-                if event is not None and not err.transient:
-                    await self.record_event(involved, type_=event[0], reason=event[1], message=event[2])
-                out.results += [CommandResult(op=c.op, target=describe(target_of(c, batch)), ok=False,
-                                              message="skipped: an earlier command failed")
-                                for c in batch.commands[index + 1:]]
-                break
+                    events.append((ref, *event))
+                continue
+            out.transient = err.transient
+            event = failure_event(cmd, f"{err.reason}: {err.message}")
+            if event is not None and not err.transient:
+                events.append((involved, *event))
+            out.results += [CommandResult(op=c.op, target=describe(target_of(c, batch)), ok=False,
+                                          message="skipped: an earlier command failed")
+                            for c in batch.commands[index:]]
+            break
+        # Events after the commands, concurrently: like client-go's asynchronous recorder they
+        # are never on the path of the writes they describe.
+        await asyncio.gather(*(self.record_event(ref, type_=type_, reason=reason, message=message)
+                               for ref, type_, reason, message in events))
         return out
+
+    async def _try(self, cmd: Command, batch: CommandBatch) -> tuple[CommandResult, KubeError | None]:
+        target = target_of(cmd, batch)
+        try:
+            code, message = await self._one(cmd, target)
+        except (KubeError, UnknownResource) as exc:
+            err = exc if isinstance(exc, KubeError) else KubeError(400, "UnknownKind", str(exc))
+            if target.kind == "Secret":
+                # 422 Invalid messages quote field values: never carry a Secret's onward.
+                err = KubeError(err.code, err.reason, "message withheld (Secret)")
+            COMMANDS.labels(cmd.op, "transient" if err.transient else "error").inc()
+            log.warning("command failed", extra={
+                "reconcile_id": batch.reconcile_id, "op": cmd.op, "target": describe(target),
+                "code": err.code, "reason": err.reason, "why": cmd.reason})
+            return CommandResult(op=cmd.op, target=describe(target), ok=False, code=err.code,
+                                 error_reason=failure_reason(cmd),
+                                 message=f"{err.reason}: {err.message}"[:1000]), err
+        COMMANDS.labels(cmd.op, "ok").inc()
+        return CommandResult(op=cmd.op, target=describe(target), ok=True, code=code,
+                             message=message), None
 
     async def _one(self, cmd: Command, target: ObjectRef) -> tuple[int, str]:
         """Returns (HTTP-ish code, note); raises KubeError for failures the caller must see."""
