@@ -211,7 +211,7 @@ class Watcher:
             await asyncio.gather(*(
                 publish_trigger(js, controller=r.controller, key=ObjectKey(namespace=r.namespace, name=r.name),
                                 kind=r.kind.value, cause=cause, objects_seq=seq,
-                                partitions=self.settings.partitions)
+                                cause_kind=kind.value, partitions=self.settings.partitions)
                 for r in targets))
         self.published += 1
         MESSAGES.labels(SERVICE, kind.value, etype.lower()).inc()

@@ -52,6 +52,7 @@ class Trigger(Envelope):
     controller: str
     cause: str = ""
     objects_seq: int = 0
+    cause_kind: str = ""  # kind token of the object at objects_seq (caches follow kinds separately)
 
 
 class CommandBatch(Envelope):

@@ -22,10 +22,10 @@ async def publish_object(js: JetStreamContext, event: ObjectEvent, *,
 
 
 async def publish_trigger(js: JetStreamContext, *, controller: s.Controller, key: ObjectKey,
-                          kind: str, cause: str = "", objects_seq: int = 0,
+                          kind: str, cause: str = "", objects_seq: int = 0, cause_kind: str = "",
                           partitions: int = s.DEFAULT_PARTITIONS) -> None:
     trig = Trigger(key=key, kind=kind, controller=controller.value, cause=cause,
-                   objects_seq=objects_seq)
+                   objects_seq=objects_seq, cause_kind=cause_kind)
     await js.publish(s.trigger_subject(controller, namespace=key.namespace, name=key.name,
                                        partitions=partitions),
                      encode(trig), headers=publish_headers())

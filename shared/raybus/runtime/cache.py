@@ -3,7 +3,7 @@
 Like a controller-runtime informer cache, but fed from the bus: on start an ordered consumer
 delivers the last message of every object subject (the full current state), and `ready` is set
 only once the cache has caught up with the stream's last sequence at start. Afterwards it follows
-live updates. Triggers carry the objects-stream sequence of their cause; `wait_for(seq)` makes a
+live updates. Triggers carry the objects-stream sequence (and kind) of their cause; `wait_for` makes a
 reconcile see at least that state.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -38,22 +39,29 @@ class ObjectCache:
         # ownerReferences index: (kind, namespace, owner kind, owner name) -> names
         self._by_owner: dict[tuple[str, str, str, str], set[str]] = defaultdict(set)
         self.last_seq = 0
+        self._last_seq_by_kind: dict[str, int] = {}
         self.ready = asyncio.Event()
         self._progress = asyncio.Condition()
         self._subs: list[Any] = []
+        self._catching_up: list[asyncio.Event] = []
 
     async def start(self) -> None:
+        """Subscribe per kind (a reconciler never decodes kinds it doesn't need) and return once
+        every subscription has delivered the last message it had at start (num_pending == 0)."""
         js = self._nc.jetstream()
-        info = await js.stream_info(s.STREAM_OBJECTS)
-        target = info.state.last_seq
-        # One subscription over all kinds: the stream's last message is always the last of its
-        # subject, so it is always delivered and `last_seq >= target` means caught up.
-        sub = await js.subscribe(
-            s.objects_filter(), ordered_consumer=True, cb=self._on_msg,
-            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-        )
-        self._subs.append(sub)
-        await self.wait_for(target, timeout=None)
+        for kind in sorted(self._kinds):
+            caught_up = asyncio.Event()
+            self._catching_up.append(caught_up)
+            sub = await js.subscribe(
+                s.objects_filter(kind), ordered_consumer=True, cb=self._make_cb(kind, caught_up),
+                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            )
+            self._subs.append(sub)
+            info = await sub.consumer_info()
+            delivered = info.delivered.stream_seq if info.delivered is not None else 0
+            if (info.num_pending or 0) == 0 and not delivered:
+                caught_up.set()  # nothing of this kind yet
+        await asyncio.gather(*(e.wait() for e in self._catching_up))
         self.ready.set()
         log.info("snapshot loaded", extra={"objects": len(self._objects), "seq": self.last_seq})
 
@@ -61,7 +69,14 @@ class ObjectCache:
         for sub in self._subs:
             await sub.unsubscribe()
 
-    async def _on_msg(self, msg: Msg) -> None:
+    def _make_cb(self, kind: str, caught_up: asyncio.Event) -> Callable[[Msg], Awaitable[None]]:
+        async def on_msg(msg: Msg) -> None:
+            await self._on_msg(kind, msg)
+            if msg.metadata is not None and msg.metadata.num_pending == 0:
+                caught_up.set()
+        return on_msg
+
+    async def _on_msg(self, kind: str, msg: Msg) -> None:
         try:
             event = ObjectEvent.model_validate_json(msg.data)
         except ValidationError:
@@ -69,7 +84,10 @@ class ObjectCache:
             return
         self.apply(event)
         seq = msg.metadata.sequence.stream if msg.metadata else 0
+        # Each kind's ordered consumer delivers in stream order, so per kind the highest applied
+        # seq is a watermark: everything of that kind up to it is in the cache.
         async with self._progress:
+            self._last_seq_by_kind[kind] = max(self._last_seq_by_kind.get(kind, 0), seq)
             self.last_seq = max(self.last_seq, seq)
             self._progress.notify_all()
 
@@ -98,12 +116,18 @@ class ObjectCache:
         for ref in obj.get("metadata", {}).get("ownerReferences") or []:
             self._by_owner[(key[0], key[1], ref.get("kind", ""), ref.get("name", ""))].discard(key[2])
 
-    async def wait_for(self, seq: int, timeout: float | None = 5.0) -> bool:
-        if self.last_seq >= seq:
+    def applied(self, kind: str) -> int:
+        return self._last_seq_by_kind.get(kind, 0)
+
+    async def wait_for(self, seq: int, *, kind: str, timeout: float | None = 5.0) -> bool:
+        """Wait until this cache holds the `kind` object at objects-stream `seq` (or newer).
+        A kind the cache does not follow is not part of its snapshot: nothing to wait for."""
+        if kind not in self._kinds or self.applied(kind) >= seq:
             return True
         async with self._progress:
             try:
-                await asyncio.wait_for(self._progress.wait_for(lambda: self.last_seq >= seq), timeout)
+                await asyncio.wait_for(
+                    self._progress.wait_for(lambda: self.applied(kind) >= seq), timeout)
             except TimeoutError:
                 return False
         return True

@@ -167,7 +167,7 @@ class ControllerRuntime:
         if trig is None:
             await msg.ack()
             return
-        await self.cache.wait_for(trig.objects_seq)
+        await self.cache.wait_for(trig.objects_seq, kind=trig.cause_kind)
         self.queue.add(trig.key, _Pending(msg=msg, ctx=extract_context(msg.headers)))
 
     # --- workers --------------------------------------------------------------------------------

@@ -18,4 +18,5 @@ async def publish_version(js: JetStreamContext, *, name: str, version: int, part
                                                type="MODIFIED", resource_version=str(version),
                                                object=obj))
     await publish_trigger(js, controller=s.Controller.CLUSTER, key=key, kind="raycluster",
-                          cause="test", objects_seq=seq, partitions=partitions)
+                          cause="test", objects_seq=seq, cause_kind="raycluster",
+                          partitions=partitions)

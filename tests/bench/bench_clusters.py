@@ -1,0 +1,168 @@
+"""Issue 4 benchmark: 100 RayClusters x (1 head + 10 workers) applied at once on the local stack.
+
+Reported side by side, same run, same API server:
+- floor: the same 1,100 pod creates issued directly by one kubernetes-asyncio client;
+- raybus: apply 100 RayClusters, time until all 1,100 pods exist (watch), and until all are ready;
+- API writes per converged cluster (from the executor's outcomes on the bus), by operation;
+- peak RSS (VmHWM) of every process.
+Run: `python -m tests.bench.bench_clusters [--clusters N --workers M --replicas R]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import os
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import nats
+import yaml
+
+from raybus.adapters.kube import KubeClient, new_api_client, resource_for
+from raybus.cli.stack import LocalStack
+
+SAMPLE = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy/samples/ray-cluster.sample.yaml").read_text())
+RC = resource_for("ray.io/v1", "RayCluster")
+POD = resource_for("v1", "Pod")
+NAMESPACE = resource_for("v1", "Namespace")
+
+
+def _cluster(name: str, workers: int) -> dict[str, Any]:
+    body = copy.deepcopy(SAMPLE)
+    body["metadata"] = {"name": name, "namespace": "bench"}
+    body["spec"]["workerGroupSpecs"][0].update(replicas=workers, minReplicas=0, maxReplicas=workers)
+    return body
+
+
+def _pod(name: str) -> dict[str, Any]:
+    head = SAMPLE["spec"]["headGroupSpec"]["template"]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "floor"},
+            "spec": copy.deepcopy(head["spec"])}
+
+
+async def _count_pods(kube: KubeClient, namespace: str, target: int, t0: float) -> float:
+    """Seconds from t0 until `target` pods exist in the namespace (watch from a fresh list)."""
+    items, rv = await kube.list_all(POD, namespace=namespace)
+    seen = {p["metadata"]["name"] for p in items}
+    while len(seen) < target:
+        async for ev in kube.watch(POD, resource_version=rv, namespace=namespace, timeout_s=120):
+            if ev.type == "ADDED":
+                seen.add(ev.object["metadata"]["name"])
+            rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
+            if len(seen) >= target:
+                break
+    return time.perf_counter() - t0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def floor(kube: KubeClient, total: int, concurrency: int) -> float:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with sem:
+            await kube.create(POD, _pod(f"floor-{i}"), namespace="floor")
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(total)))
+    return time.perf_counter() - t0
+
+
+async def run(args: argparse.Namespace) -> None:
+    home = Path(tempfile.mkdtemp(prefix="bench-clusters-"))
+    stack = LocalStack(home=home, replicas=args.replicas, extra_env={
+        "RAYBUS_KUBE_API_QPS": str(args.qps), "RAYBUS_KUBE_API_BURST": str(args.burst)})
+    stack.start()
+    try:
+        kube = KubeClient(await new_api_client(str(stack.kubeconfig)))
+        for ns in ("floor", "bench"):
+            await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace",
+                                          "metadata": {"name": ns}}, namespace=None)
+        total = args.clusters * (args.workers + 1)
+        floor_s = await floor(kube, total, args.concurrency)
+
+        assert stack.nats is not None and stack.redis is not None
+        nc = await nats.connect(stack.nats.url)
+        pids = {p.name: p.popen.pid for p in stack.procs}
+        pids["nats-server"] = stack.nats.proc.pid if stack.nats.proc else 0
+        pids["redis-server"] = stack.redis.proc.pid if stack.redis.proc else 0
+        cpu_before = {n: _cpu_seconds(pid) for n, pid in pids.items()}
+        ops: Counter[str] = Counter()
+        failed = 0
+
+        async def on_outcome(msg: Any) -> None:
+            nonlocal failed
+            body = json.loads(msg.data)
+            for r in body.get("results", []):
+                ops[r["op"]] += 1
+                failed += 0 if r.get("ok") else 1
+
+        await nc.subscribe("raybus.outcome.cluster.>", cb=on_outcome)
+        t0 = time.perf_counter()
+        counter = asyncio.create_task(_count_pods(kube, "bench", total, t0))
+        await asyncio.gather(*(kube.create(RC, _cluster(f"bench-{i}", args.workers), namespace="bench")
+                               for i in range(args.clusters)))
+        pods_s = await counter
+
+        async def all_ready() -> float:
+            while True:
+                items, _ = await kube.list_all(RC, namespace="bench")
+                if sum(1 for i in items if (i.get("status") or {}).get("state") == "ready") == args.clusters:
+                    return time.perf_counter() - t0
+                await asyncio.sleep(0.2)
+
+        ready_s = await all_ready()
+        cpu = {n: _cpu_seconds(pid) - cpu_before[n] for n, pid in pids.items()}
+        await asyncio.sleep(3.0)  # let trailing status writes land before counting
+        await nc.close()
+        await kube.close()
+        writes = sum(ops.values())
+        print(f"clusters={args.clusters} workers/cluster={args.workers} pods={total} "
+              f"reconciler replicas={args.replicas} executor qps/burst={args.qps:g}/{args.burst}")
+        print(f"floor: {total} pod creates, one kubernetes-asyncio client "
+              f"(concurrency {args.concurrency}): {floor_s:.2f} s ({total / floor_s:.0f} creates/s)")
+        print(f"raybus: all {total} pods exist after {pods_s:.2f} s; all clusters ready after {ready_s:.2f} s")
+        print(f"ratio (raybus pods-exist time / floor) = {pods_s / floor_s:.2f}x")
+        print(f"API writes per converged cluster = {writes / args.clusters:.2f} "
+              f"({', '.join(f'{k}={v / args.clusters:.2f}' for k, v in sorted(ops.items()))}); "
+              f"failed={failed}")
+        print("CPU seconds from apply to all-ready: " + ", ".join(
+            f"{n}={v:.2f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1])))
+        for proc in stack.procs:
+            status = Path(f"/proc/{proc.popen.pid}/status")
+            hwm = next((line.split()[1] for line in status.read_text().splitlines()
+                        if line.startswith("VmHWM")), "?") if status.exists() else "?"
+            print(f"  peak RSS {proc.name:<22} {int(hwm) / 1024:.0f} MiB" if hwm != "?" else
+                  f"  peak RSS {proc.name:<22} ?")
+    finally:
+        stack.stop()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--clusters", type=int, default=100)
+    p.add_argument("--workers", type=int, default=10)
+    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--concurrency", type=int, default=32)
+    # KubeRay's client limits by default; the floor client has none, so also run with
+    # --qps 100000 --burst 100000 to compare the architectures rather than the limiter.
+    p.add_argument("--qps", type=float, default=100.0)
+    p.add_argument("--burst", type=int, default=200)
+    asyncio.run(run(p.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
