@@ -15,9 +15,9 @@ deliberately not injected here.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from raybus.api.raycluster import MAX_INT32, RayCluster, RayClusterSpec
+from raybus.api.raycluster import MAX_INT32, RayCluster, RayClusterSpec, WorkerGroupSpec
 from raybus.api.raycronjob import RayCronJob
 from raybus.api.rayjob import JobSubmissionMode, RayJob, RayJobSpec
 from raybus.api.rayservice import RayService
@@ -25,28 +25,38 @@ from raybus.api.rayservice import RayService
 T = TypeVar("T", RayCluster, RayJob, RayService, RayCronJob)
 
 
+def _group_with_defaults(group: WorkerGroupSpec) -> WorkerGroupSpec:
+    update: dict[str, Any] = {}
+    if group.ray_start_params is None:
+        update["ray_start_params"] = {}
+    if group.replicas is None:
+        update["replicas"] = 0
+    if group.min_replicas is None:
+        update["min_replicas"] = 0
+    if group.max_replicas is None:
+        update["max_replicas"] = MAX_INT32
+    if group.priority is None:
+        update["priority"] = 0
+    # The API server defaults absent fields only: an explicit numOfHosts 0 stays 0 (and KubeRay would
+    # then create replicas*0 pods; our validation rejects it).
+    if group.num_of_hosts is None:
+        update["num_of_hosts"] = 1
+    return group.model_copy(update=update) if update else group
+
+
 def spec_with_defaults(spec: RayClusterSpec) -> RayClusterSpec:
-    """Defaulted deep copy of a RayClusterSpec (also used for RayJob/RayService embedded specs)."""
-    out = spec.model_copy(deep=True)
-    head = out.head_group_spec
+    """Defaulted copy of a RayClusterSpec (also used for RayJob/RayService embedded specs).
+
+    Copy-on-write: only the models that get a default are copied; pod templates and other
+    sub-objects are shared with the input, which decision code treats as immutable. (Deep copies
+    here dominated a reconcile's CPU time.)"""
+    head = spec.head_group_spec
+    update: dict[str, Any] = {}
     if head.ray_start_params is None:
-        head.ray_start_params = {}
-    for group in out.worker_group_specs or []:
-        if group.ray_start_params is None:
-            group.ray_start_params = {}
-        if group.replicas is None:
-            group.replicas = 0
-        if group.min_replicas is None:
-            group.min_replicas = 0
-        if group.max_replicas is None:
-            group.max_replicas = MAX_INT32
-        if group.priority is None:
-            group.priority = 0
-        # The API server defaults absent fields only: an explicit numOfHosts 0 stays 0 (and KubeRay would
-        # then create replicas*0 pods; our validation rejects it).
-        if group.num_of_hosts is None:
-            group.num_of_hosts = 1
-    return out
+        update["head_group_spec"] = head.model_copy(update={"ray_start_params": {}})
+    if spec.worker_group_specs is not None:
+        update["worker_group_specs"] = [_group_with_defaults(g) for g in spec.worker_group_specs]
+    return spec.model_copy(update=update)
 
 
 def job_spec_with_defaults(spec: RayJobSpec) -> RayJobSpec:
@@ -67,11 +77,12 @@ def job_spec_with_defaults(spec: RayJobSpec) -> RayJobSpec:
 
 
 def with_defaults(obj: T) -> T:
-    """Return a defaulted deep copy of any ray.io object; the input is never mutated."""
+    """Return a defaulted copy of any ray.io object; the input is never mutated."""
+    if isinstance(obj, RayCluster):
+        # Copy-on-write (see spec_with_defaults): the hot path of every RayCluster reconcile.
+        return obj.model_copy(update={"spec": spec_with_defaults(obj.spec)})
     out = obj.model_copy(deep=True)
-    if isinstance(out, RayCluster):
-        out.spec = spec_with_defaults(out.spec)
-    elif isinstance(out, RayJob):
+    if isinstance(out, RayJob):
         out.spec = job_spec_with_defaults(out.spec)
     elif isinstance(out, RayService):
         out.spec.ray_cluster_config = spec_with_defaults(out.spec.ray_cluster_config)
