@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +17,16 @@ if TYPE_CHECKING:
     from .store import Store
 
 
+_NOW_CACHE: list[Any] = [0, ""]
+
+
 def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Second resolution (metav1.Time); formatting once per second keeps bursts of writes cheap.
+    sec = int(time.time())
+    if _NOW_CACHE[0] != sec:
+        _NOW_CACHE[0] = sec
+        _NOW_CACHE[1] = dt.datetime.fromtimestamp(sec, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(_NOW_CACHE[1])
 
 
 def _qos(spec: dict[str, Any]) -> str:

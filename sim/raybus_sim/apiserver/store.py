@@ -275,7 +275,9 @@ class Store:
         meta["resourceVersion"] = cmeta["resourceVersion"]
         if out == cur:
             return cur  # no-op writes neither bump resourceVersion nor emit events, as upstream
-        if validate:  # internal writers (kubelet binding) bypass the client-facing immutability rules
+        # Internal writers (kubelet binding) bypass the client-facing immutability rules; status writes
+        # cannot touch spec/metadata here, so those checks are moot for them.
+        if validate and subresource != "status":
             validate_update(rt, out, cur)
         if dry_run:
             return out
