@@ -77,7 +77,13 @@ class Kubelet:
                 ctl.start()
         self._register_node()
         assert self.pod_rt is not None
-        for pod in self.store.list(self.pod_rt, None):  # resume after a state-file restart
+        pods = self.store.list(self.pod_rt, None)
+        for pod in pods:  # pod IPs stay unique across a state-file restart
+            ip = str((pod.get("status") or {}).get("podIP") or "")
+            if ip.startswith("10.244."):
+                a, b = ip.split(".")[2:4]
+                self._ip = max(self._ip, int(a) * 256 + int(b))
+        for pod in pods:  # resume after a state-file restart
             self._adopt(pod)
 
     def _register_node(self) -> None:
@@ -205,7 +211,9 @@ class Kubelet:
 
     def _next_ip(self) -> str:
         self._ip += 1
-        return f"10.244.{(self._ip >> 8) & 255}.{self._ip & 255 or 1}"
+        if self._ip & 255 == 0:  # skip .0 host addresses
+            self._ip += 1
+        return f"10.244.{(self._ip >> 8) & 255}.{self._ip & 255}"
 
     async def _sleep(self, secs: float) -> None:
         await asyncio.sleep(secs)  # 0 still yields, so bursts of creates interleave with lifecycle writes

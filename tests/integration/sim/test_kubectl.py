@@ -138,6 +138,19 @@ spec:
     assert "NotFound" in srv.kubectl("get", "pod", "web", check=False)
 
 
+POD_AND_SVC = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, labels: {{app: {name}}}}}
+spec: {{containers: [{{name: c, image: busybox}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}}}
+spec: {{selector: {{app: {name}}}, ports: [{{port: 80}}]}}
+"""
+
+
 def _http(url: str) -> list[dict]:
     with urllib.request.urlopen(url, timeout=5) as r:
         return [json.loads(line) for line in r.read().splitlines() if line.strip()]
@@ -149,6 +162,10 @@ def test_state_file_restart_resumes(tmp_path: Path) -> None:
     try:
         # (kubectl create configmap would send protobuf, which the sim does not decode: use -f)
         first.kubectl("create", "-f", "-", stdin='{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"keep"}}')
+        first.kubectl("apply", "-f", "-", stdin=POD_AND_SVC.format(name="one"))
+        first.kubectl("wait", "--for=condition=Ready", "pod/one", "--timeout=10s")
+        pod_before = json.loads(first.kubectl("get", "pod", "one", "-o", "json"))
+        svc_before = json.loads(first.kubectl("get", "svc", "one", "-o", "json"))
         before = json.loads(first.kubectl("get", "configmap", "keep", "-o", "json"))
         old_rv = int(before["metadata"]["resourceVersion"]) - 1
     finally:
@@ -162,11 +179,21 @@ def test_state_file_restart_resumes(tmp_path: Path) -> None:
         base = f"{second.url}/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1"
         expired = _http(f"{base}&resourceVersion={old_rv}")
         assert expired[0]["type"] == "ERROR" and expired[0]["object"]["code"] == 410
-        current = after["metadata"]["resourceVersion"]
+        with urllib.request.urlopen(f"{second.url}/api/v1/namespaces/default/configmaps", timeout=5) as r:
+            current = json.loads(r.read())["metadata"]["resourceVersion"]  # the restored rv
         assert _http(f"{base}&resourceVersion={current}") == []  # resumes fine from the latest rv
         second.kubectl("create", "-f", "-", stdin='{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"next"}}')
         nxt = json.loads(second.kubectl("get", "configmap", "next", "-o", "json"))
         assert int(nxt["metadata"]["resourceVersion"]) > int(current)  # counter continued, not reset
+        # the kubelet resumes: the running pod is untouched, new pods run and get fresh IPs
+        pod_after = json.loads(second.kubectl("get", "pod", "one", "-o", "json"))
+        assert pod_after["metadata"]["resourceVersion"] == pod_before["metadata"]["resourceVersion"]
+        second.kubectl("apply", "-f", "-", stdin=POD_AND_SVC.format(name="two"))
+        second.kubectl("wait", "--for=condition=Ready", "pod/two", "--timeout=10s")
+        two = json.loads(second.kubectl("get", "pod", "two", "-o", "json"))
+        assert two["status"]["podIP"] != pod_before["status"]["podIP"]
+        svc_two = json.loads(second.kubectl("get", "svc", "two", "-o", "json"))
+        assert svc_two["spec"]["clusterIP"] != svc_before["spec"]["clusterIP"]
     finally:
         second.stop()
 
