@@ -74,6 +74,20 @@ async def _route(kubelet: Kubelet, request: web.Request, segs: list[str]) -> web
         if len(segs) == 2 and method == "DELETE":
             kubelet.remove_hold(int(segs[1]))
             return _ok({"status": "ok"})
+    # /sim/image-pull-failures  POST {"image": "repo/img:tag" or "prefix*"} -> {"id"}; GET; DELETE .../{id}
+    if segs and segs[0] == "image-pull-failures":
+        if len(segs) == 1 and method == "POST":
+            if not body.get("image"):
+                raise bad_request("image is required")
+            kubelet._hold_seq += 1
+            kubelet.pull_failures[kubelet._hold_seq] = str(body["image"])
+            return _ok({"id": kubelet._hold_seq}, 201)
+        if len(segs) == 1 and method == "GET":
+            return _ok({"items": [{"id": i, "image": img} for i, img in kubelet.pull_failures.items()]})
+        if len(segs) == 2 and method == "DELETE":
+            if kubelet.pull_failures.pop(int(segs[1]), None) is None:
+                raise ApiError(404, "NotFound", f"image pull failure {segs[1]} not found")
+            return _ok({"status": "ok"})
     # /sim/delays  GET; PUT {"namespace"?, "schedule"?, "pull"?, "start"?, "ready"?, "restart"?, "terminate"?}
     if segs == ["delays"]:
         if method == "PUT":

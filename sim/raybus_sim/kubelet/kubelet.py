@@ -57,6 +57,8 @@ class Kubelet:
         self.pods: dict[tuple[str, str], PodSim] = {}
         self.tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.holds: dict[int, ReadinessHold] = {}
+        # id -> image (exact, or prefix ending in "*") whose pulls fail
+        self.pull_failures: dict[int, str] = {}
         self._hold_seq = 0
         self._ip = 0
         self.started = False
@@ -243,6 +245,8 @@ class Kubelet:
             c.reason = "PodInitializing" if sim.init else "ContainerCreating"
         if not self.write_status(sim):
             return
+        if not await self._pull_images(sim, d):
+            return
         for c in sim.init:
             c.start()
             if not self.write_status(sim):
@@ -261,6 +265,27 @@ class Kubelet:
                 if c.state == "running":
                     c.ready = True
             self.write_status(sim)
+
+    def _pull_fails(self, image: str) -> bool:
+        return any(image == rule or (rule.endswith("*") and image.startswith(rule[:-1]))
+                   for rule in self.pull_failures.values())
+
+    async def _pull_images(self, sim: PodSim, d: Delays) -> bool:
+        """While an image matches a pull-failure rule: ErrImagePull, then ImagePullBackOff, retried every
+        `pull` s (at least 50 ms) until the rule is removed. False if the pod went away meanwhile."""
+        reason = "ErrImagePull"
+        while True:
+            failing = [c for c in sim.init + sim.containers if self._pull_fails(c.image)]
+            if not failing:
+                for c in sim.init + sim.containers:
+                    c.message = None
+                return True
+            for c in failing:
+                c.reason, c.message = reason, f'Back-off pulling image "{c.image}"'
+            if not self.write_status(sim):
+                return False
+            reason = "ImagePullBackOff"
+            await self._sleep(max(d.pull, 0.05))
 
     async def _terminate(self, key: tuple[str, str], uid: str) -> None:
         assert self.pod_rt is not None

@@ -60,6 +60,8 @@ class ContainerSim:
             state = {"terminated": term}
         else:
             state = {"waiting": {"reason": self.reason}}
+            if self.message:
+                state["waiting"]["message"] = self.message
         out: dict[str, Any] = {
             "name": self.name, "image": self.image, "imageID": _image_id(self.image) if self.container_id else "",
             "ready": self.ready, "restartCount": self.restart_count, "started": self.state == "running",

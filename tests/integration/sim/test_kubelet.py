@@ -181,3 +181,20 @@ async def test_job_runs_pod_to_completion(server: RunningApiServer, api: client.
         return not (await core.list_namespaced_pod("default", label_selector="job-name=submit")).items
 
     await eventually(pods_gone)
+
+
+async def test_image_pull_failures_until_cleared(server: RunningApiServer, api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    rule = await _sim(server, "POST", "image-pull-failures", {"image": "rayproject/*"})
+    await core.create_namespaced_pod("default", _pod("pull"))
+
+    async def backing_off() -> client.V1ContainerStatus | None:
+        pod = await core.read_namespaced_pod("pull", "default")
+        main = next((c for c in pod.status.container_statuses or [] if c.name == "main"), None)
+        return main if main and main.state.waiting and main.state.waiting.reason == "ImagePullBackOff" else None
+
+    main = await eventually(backing_off)
+    assert main.state.waiting.message == 'Back-off pulling image "rayproject/ray:2.52.0"'
+    assert (await core.read_namespaced_pod("pull", "default")).status.phase == "Pending"
+    await _sim(server, "DELETE", f"image-pull-failures/{rule['id']}")
+    await eventually(lambda: _is_ready(core, "default", "pull"))
