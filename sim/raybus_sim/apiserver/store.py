@@ -283,9 +283,10 @@ class Store:
             return out
         meta["resourceVersion"] = self._next_rv()
         self._commit(rt, "MODIFIED", out, cur)
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            if rt.gr != "pods" or meta.get("deletionGracePeriodSeconds", 0) == 0:
-                return self._remove(rt, out)
+        # Emptied finalizers finish a pending deletion (pods only once the kubelet confirmed: grace 0).
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and (
+                rt.gr != "pods" or meta.get("deletionGracePeriodSeconds", 0) == 0):
+            return self._remove(rt, out)
         return out
 
     def _remove(self, rt: ResourceType, cur: Obj) -> Obj:
