@@ -9,6 +9,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from .quantity import canonical, canonical_map
 from .resources import ResourceType
 
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -53,11 +54,44 @@ def _default_container(c: dict[str, Any]) -> None:
     c.setdefault("terminationMessagePolicy", "File")
     c.setdefault("resources", {})
     res = c["resources"]
+    for k in ("limits", "requests"):
+        if k in res:
+            res[k] = canonical_map(res[k])
     # requests default to limits, as the API server does
     if res.get("limits"):
         res["requests"] = {**res["limits"], **(res.get("requests") or {})}
     for p in c.get("ports") or []:
         p.setdefault("protocol", "TCP")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        if isinstance(c.get(probe), dict):
+            _default_probe(c[probe])
+    for env in c.get("env") or []:
+        ref = (env.get("valueFrom") or {}).get("fieldRef")
+        if isinstance(ref, dict):
+            ref.setdefault("apiVersion", "v1")
+        rref = (env.get("valueFrom") or {}).get("resourceFieldRef")
+        if isinstance(rref, dict):
+            rref["divisor"] = canonical(rref.get("divisor", 0))
+
+
+def _default_probe(probe: dict[str, Any]) -> None:
+    probe.setdefault("timeoutSeconds", 1)
+    probe.setdefault("periodSeconds", 10)
+    probe.setdefault("successThreshold", 1)
+    probe.setdefault("failureThreshold", 3)
+    if isinstance(probe.get("httpGet"), dict):
+        probe["httpGet"].setdefault("scheme", "HTTP")
+        probe["httpGet"].setdefault("path", "/")
+
+
+def _default_volume(vol: dict[str, Any]) -> None:
+    for kind in ("configMap", "secret", "projected", "downwardAPI"):
+        if isinstance(vol.get(kind), dict):
+            vol[kind].setdefault("defaultMode", 420)
+    if isinstance(vol.get("hostPath"), dict):
+        vol["hostPath"].setdefault("type", "")
+    if isinstance(vol.get("emptyDir"), dict) and "sizeLimit" in vol["emptyDir"]:
+        vol["emptyDir"]["sizeLimit"] = canonical(vol["emptyDir"]["sizeLimit"])
 
 
 def default_pod_spec(spec: dict[str, Any]) -> None:
@@ -74,6 +108,8 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
         spec.setdefault("serviceAccount", spec["serviceAccountName"])
     for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
         _default_container(c)
+    for vol in spec.get("volumes") or []:
+        _default_volume(vol)
 
 
 SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -207,6 +243,11 @@ def apply_create_defaults(rt: ResourceType, obj: dict[str, Any], store: Store) -
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
     elif gr == "persistentvolumeclaims":
+        res = (obj.get("spec") or {}).get("resources") or {}
+        for k in ("requests", "limits"):
+            if k in res:
+                res[k] = canonical_map(res[k])
+        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
         obj["status"] = {"phase": "Pending"}
     elif gr == "ingresses.networking.k8s.io":
         obj["status"] = {"loadBalancer": {}}

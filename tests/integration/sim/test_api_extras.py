@@ -119,3 +119,22 @@ async def test_service_account_admission(bare: RunningApiServer) -> None:
         off["spec"]["automountServiceAccountToken"] = False
         _, created = await _req(http, "POST", base, off)
         assert "volumes" not in created["spec"]
+
+
+async def test_pod_defaults_like_a_real_apiserver(bare: RunningApiServer) -> None:
+    pod = _pod("defaults")
+    c = pod["spec"]["containers"][0]
+    c["resources"] = {"limits": {"cpu": 1, "memory": "2048Mi"}}
+    c["readinessProbe"] = {"httpGet": {"port": 8000}}
+    c["env"] = [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    pod["spec"]["volumes"] = [{"name": "cfg", "configMap": {"name": "x"}}]
+    async with aiohttp.ClientSession() as http:
+        status, got = await _req(http, "POST", bare.url + PODS, pod)
+    assert status == 201
+    c = got["spec"]["containers"][0]
+    assert c["resources"] == {"limits": {"cpu": "1", "memory": "2Gi"}, "requests": {"cpu": "1", "memory": "2Gi"}}
+    assert c["readinessProbe"] == {"httpGet": {"port": 8000, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1,
+                                   "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3}
+    assert c["env"][0]["valueFrom"]["fieldRef"] == {"fieldPath": "metadata.name", "apiVersion": "v1"}
+    assert c["imagePullPolicy"] == "Always" and got["status"]["qosClass"] == "Burstable"
+    assert got["spec"]["volumes"][0]["configMap"] == {"name": "x", "defaultMode": 420}

@@ -84,3 +84,14 @@ def test_jsonpath_and_durations() -> None:
     assert jsonpath(obj, ".status.missing.x") is None
     assert [human_duration(s) for s in (5, 119, 150, 600, 3 * 3600 + 60, 30 * 3600, 3 * 86400)] == [
         "5s", "119s", "2m30s", "10m", "3h1m", "30h", "3d"]
+
+
+@pytest.mark.parametrize(("raw", "want"), [
+    (1, "1"), (0.5, "500m"), ("1000m", "1"), ("2048Mi", "2Gi"), ("1536Mi", "1536Mi"), ("0.5Gi", "512Mi"),
+    ("15000", "15k"), ("1500", "1500"), ("1e3", "1e3"), ("1G", "1G"), ("1000000000", "1G"), ("0.1", "100m"),
+    ("1024Ki", "1Mi"), ("512", "512"),
+])
+def test_quantity_canonical_form(raw: object, want: str) -> None:
+    from raybus_sim.apiserver.quantity import canonical
+
+    assert canonical(raw) == want
