@@ -182,7 +182,16 @@ def _default_service(obj: dict[str, Any], store: Store) -> None:
 
 
 def apply_update_defaults(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> None:
-    """Upstream's service registry copies allocated values the client left out (patchAllocatedValues)."""
+    """Defaulting that upstream applies to every write of a typed object (so a PUT that omits defaulted
+    fields is not a change), plus the service registry's patchAllocatedValues."""
+    if rt.gr == "pods" and isinstance(new.get("spec"), dict):
+        default_pod_spec(new["spec"])
+        return
+    if rt.gr == "jobs.batch" and isinstance(new.get("spec"), dict):
+        tmpl = new["spec"].get("template")
+        if isinstance(tmpl, dict) and isinstance(tmpl.get("spec"), dict):
+            default_pod_spec(tmpl["spec"])
+        return
     if rt.gr != "services":
         return
     nspec, ospec = new.get("spec"), old.get("spec") or {}

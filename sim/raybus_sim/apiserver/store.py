@@ -243,7 +243,7 @@ class Store:
         else:
             out = dict(new)
             out["apiVersion"], out["kind"] = rt.api_version, rt.kind
-            if isinstance(out.get("spec"), dict) and rt.gr == "services":
+            if isinstance(out.get("spec"), dict) and rt.gr in ("services", "pods", "jobs.batch"):
                 out["spec"] = copy.deepcopy(out["spec"])
                 apply_update_defaults(rt, out, cur)
             if rt.status_subresource and subresource != "*":  # "*": internal spec+status write (binding)

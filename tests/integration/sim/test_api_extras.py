@@ -138,3 +138,10 @@ async def test_pod_defaults_like_a_real_apiserver(bare: RunningApiServer) -> Non
     assert c["env"][0]["valueFrom"]["fieldRef"] == {"fieldPath": "metadata.name", "apiVersion": "v1"}
     assert c["imagePullPolicy"] == "Always" and got["status"]["qosClass"] == "Burstable"
     assert got["spec"]["volumes"][0]["configMap"] == {"name": "x", "defaultMode": 420}
+    # a PUT that omits defaulted fields / sends un-canonical quantities is not a spec change (no 422)
+    got["spec"]["containers"][0]["resources"]["limits"]["cpu"] = 1
+    del got["spec"]["dnsPolicy"]
+    async with aiohttp.ClientSession() as http:
+        status, put = await _req(http, "PUT", f"{bare.url}{PODS}/defaults", got)
+    assert status == 200, put
+    assert put["spec"]["dnsPolicy"] == "ClusterFirst" and put["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "1"
