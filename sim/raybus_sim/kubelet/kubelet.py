@@ -331,10 +331,21 @@ class Kubelet:
 
     async def _restart(self, sim: PodSim, targets: list[ContainerSim]) -> None:
         d = self.delays(sim.namespace)
-        await self._sleep(d.restart)
         for c in targets:
             c.last_state = {"terminated": c.render()["state"]["terminated"]}
+        if any(c.restart_count > 0 for c in targets):
+            # A container that already restarted and dies again sits in CrashLoopBackOff, like a kubelet's
+            # back-off (the wait itself is `restart` s here, not 10s doubling).
+            for c in targets:
+                c.state, c.reason = "waiting", "CrashLoopBackOff"
+                c.message = (f"back-off 10s restarting failed container={c.name} "
+                             f"pod={sim.name}_{sim.namespace}({sim.uid})")
+            if not self.write_status(sim):
+                return
+        await self._sleep(d.restart)
+        for c in targets:
             c.restart_count += 1
+            c.message = None
             c.start()
             c.ready = not c.has_probe and not sim.held
         if not self.write_status(sim):

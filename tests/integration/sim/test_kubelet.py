@@ -198,3 +198,26 @@ async def test_image_pull_failures_until_cleared(server: RunningApiServer, api: 
     assert (await core.read_namespaced_pod("pull", "default")).status.phase == "Pending"
     await _sim(server, "DELETE", f"image-pull-failures/{rule['id']}")
     await eventually(lambda: _is_ready(core, "default", "pull"))
+
+
+async def test_repeated_crash_goes_through_crashloopbackoff(server: RunningApiServer, api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod("default", _pod("crashy"))
+    await eventually(lambda: _is_ready(core, "default", "crashy"))
+    seen: list[str] = []
+    # watch the pod while the container dies twice: the second death shows CrashLoopBackOff
+    from kubernetes_asyncio import watch
+
+    rv = (await core.read_namespaced_pod("crashy", "default")).metadata.resource_version
+    for _ in range(2):
+        await _sim(server, "POST", "pods/default/crashy/containers/side/terminate", {"exitCode": 1})
+        await eventually(lambda: _is_ready(core, "default", "crashy"))
+    async with watch.Watch().stream(core.list_namespaced_pod, "default", resource_version=rv,
+                                    field_selector="metadata.name=crashy", timeout_seconds=1) as stream:
+        async for ev in stream:
+            side = next(c for c in ev["object"].status.container_statuses if c.name == "side")
+            if side.state.waiting:
+                seen.append(side.state.waiting.reason)
+    assert seen == ["CrashLoopBackOff"]
+    pod = await core.read_namespaced_pod("crashy", "default")
+    assert next(c for c in pod.status.container_statuses if c.name == "side").restart_count == 2
