@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +17,7 @@ from .defaults import now_rfc3339
 from .errors import ApiError
 from .events import from_storage, is_converted, to_storage
 from .keys import STATE
+from .params import int_param
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import ResourceType
 from .selectors import compile_field_selector, compile_label_selector
@@ -22,6 +25,7 @@ from .store import Obj, Store
 from .table import to_table
 from .watch import serve_watch
 
+log = logging.getLogger(__name__)
 JSON = "application/json"
 _DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # Deleting these returns the object; the rest return a Status, like the upstream REST storages.
@@ -108,13 +112,17 @@ def list_response(store: Store, t: Target, request: web.Request) -> web.Response
     items = store.list(rt, t.namespace, lambda o: pred_l(o) and pred_f(o))
     rv = str(store.rv)
     meta: Obj = {"resourceVersion": rv}
-    limit = int(q.get("limit") or 0)
+    limit = int_param(q, "limit")
     if limit > 0 or q.get("continue"):
         # Upstream pages in key order (namespace/name); the token carries the list rv and the last key.
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
         if q.get("continue"):
-            tok = json.loads(base64.urlsafe_b64decode(q["continue"]))
-            last = tuple(tok["k"])
+            try:
+                tok = json.loads(base64.urlsafe_b64decode(q["continue"]))
+                last = tuple(tok["k"])
+            except (ValueError, KeyError, TypeError):
+                raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion "
+                                         "(version meta.k8s.io/v1)") from None
             items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > last]
             meta["resourceVersion"] = rv = tok["rv"]
         if limit > 0 and len(items) > limit:
@@ -373,3 +381,8 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
         raise errors.page_not_found()
     except ApiError as err:
         return error_response(err)
+    except (ConnectionResetError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # a bug here must still look like an apiserver 500, not an HTML page
+        log.exception("internal error serving %s %s", request.method, request.path_qs)
+        return error_response(ApiError(500, "InternalError", f"Internal error occurred: {exc!r}"))

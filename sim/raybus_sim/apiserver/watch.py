@@ -13,6 +13,7 @@ from aiohttp import web
 from .errors import ApiError
 from .events import from_storage, is_converted
 from .keys import STATE
+from .params import int_param
 from .resources import ResourceType
 from .selectors import compile_field_selector, compile_label_selector
 from .store import Obj, Store
@@ -51,7 +52,7 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
     table = "as=Table" in request.headers.get("Accept", "")
     bookmarks = q.get("allowWatchBookmarks") in ("1", "true", "True")
     send_initial = q.get("sendInitialEvents") in ("1", "true", "True")
-    timeout = float(q.get("timeoutSeconds") or request.app[STATE].watch_timeout)
+    timeout = float(int_param(q, "timeoutSeconds") or request.app[STATE].watch_timeout)
     bookmark_every: float = request.app[STATE].bookmark_interval
 
     resp = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
