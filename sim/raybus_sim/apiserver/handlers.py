@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from .defaults import now_rfc3339
 from .errors import ApiError
 from .events import from_storage, is_converted, to_storage
 from .keys import STATE
+from .paging import paginate
 from .params import int_param
 from .patch import json_patch, merge_patch, strategic_merge
 from .resources import ResourceType
@@ -109,28 +109,15 @@ def list_response(store: Store, t: Target, request: web.Request) -> web.Response
     rt = t.rt
     pred_l = compile_label_selector(q.get("labelSelector"))
     pred_f = compile_field_selector(q.get("fieldSelector"), plural=rt.plural, group=rt.group)
-    items = store.list(rt, t.namespace, lambda o: pred_l(o) and pred_f(o))
-    rv = str(store.rv)
-    meta: Obj = {"resourceVersion": rv}
     limit = int_param(q, "limit")
     if limit > 0 or q.get("continue"):
-        # Upstream pages in key order (namespace/name); the token carries the list rv and the last key.
-        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-        if q.get("continue"):
-            try:
-                tok = json.loads(base64.urlsafe_b64decode(q["continue"]))
-                last = tuple(tok["k"])
-            except (ValueError, KeyError, TypeError):
-                raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion "
-                                         "(version meta.k8s.io/v1)") from None
-            items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > last]
-            meta["resourceVersion"] = rv = tok["rv"]
-        if limit > 0 and len(items) > limit:
-            lastobj = items[limit - 1]["metadata"]
-            meta["continue"] = base64.urlsafe_b64encode(json.dumps(
-                {"rv": rv, "k": [lastobj.get("namespace", ""), lastobj["name"]]}).encode()).decode()
-            meta["remainingItemCount"] = len(items) - limit
-            items = items[:limit]
+        items, meta = paginate(q, limit=limit, snapshots=request.app[STATE].snapshots, current_rv=str(store.rv),
+                               load=lambda: store.list(rt, t.namespace, lambda o: pred_l(o) and pred_f(o)))
+        rv = meta["resourceVersion"]
+    else:
+        items = store.list(rt, t.namespace, lambda o: pred_l(o) and pred_f(o))
+        rv = str(store.rv)
+        meta = {"resourceVersion": rv}
     if is_converted(rt):
         items = [from_storage(rt, o) for o in items]
     if wants_table(request):

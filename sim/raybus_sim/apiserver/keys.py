@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from .paging import ListSnapshots
 from .resources import Registry
 from .store import Store
 
@@ -21,6 +22,7 @@ class ServerState:
     gc: Any = None
     kubelet: Any = None
     sim_handler: Callable[[web.Request, list[str]], Awaitable[web.StreamResponse]] | None = None
+    snapshots: ListSnapshots = field(default_factory=ListSnapshots)
 
 
 STATE: web.AppKey[ServerState] = web.AppKey("raybus_sim_apiserver", ServerState)

@@ -145,3 +145,24 @@ async def test_pod_defaults_like_a_real_apiserver(bare: RunningApiServer) -> Non
         status, put = await _req(http, "PUT", f"{bare.url}{PODS}/defaults", got)
     assert status == 200, put
     assert put["spec"]["dnsPolicy"] == "ClusterFirst" and put["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "1"
+
+
+async def test_paged_list_is_a_consistent_snapshot(bare: RunningApiServer) -> None:
+    base = bare.url + "/api/v1/namespaces/default/configmaps"
+    async with aiohttp.ClientSession() as http:
+        for i in range(5):
+            await _req(http, "POST", base, {"metadata": {"name": f"c{i}", "labels": {"s": "1"}}, "data": {"v": "0"}})
+        _, first = await _req(http, "GET", f"{base}?labelSelector=s&limit=2")
+        token, rv = first["metadata"]["continue"], first["metadata"]["resourceVersion"]
+        # changes after the first page do not leak into later pages
+        await _req(http, "PATCH", f"{base}/c3", {"data": {"v": "1"}}, "application/merge-patch+json")
+        await _req(http, "DELETE", f"{base}/c4")
+        await _req(http, "POST", base, {"metadata": {"name": "c5", "labels": {"s": "1"}}})
+        _, second = await _req(http, "GET", f"{base}?labelSelector=s&limit=2&continue={token}")
+        _, third = await _req(http, "GET", f"{base}?labelSelector=s&limit=2&continue={second['metadata']['continue']}")
+        names = [o["metadata"]["name"] for page in (first, second, third) for o in page["items"]]
+        assert names == ["c0", "c1", "c2", "c3", "c4"] and "continue" not in third["metadata"]
+        assert second["items"][1]["data"] == {"v": "0"} and second["metadata"]["resourceVersion"] == rv
+        bare.state.snapshots._snaps.clear()  # as if compacted
+        status, body = await _req(http, "GET", f"{base}?labelSelector=s&limit=2&continue={token}")
+        assert status == 410 and body["reason"] == "Expired"

@@ -1,0 +1,80 @@
+"""limit/continue paging over a consistent snapshot, like etcd-backed lists.
+
+The first page of a paged list keeps a reference snapshot of the (immutable) matching objects; continue
+tokens name it, so later pages show the list as of the first page's resourceVersion even if objects
+change meanwhile. Snapshots expire (TTL/LRU); an expired token gets 410 Expired as upstream after
+compaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from . import errors
+
+Obj = dict[str, Any]
+_EXPIRED = ("The provided continue parameter is too old to display a consistent list result. You can start a new "
+            "list without the continue parameter.")
+
+
+def _key(o: Obj) -> tuple[str, str]:
+    return (o["metadata"].get("namespace", ""), o["metadata"]["name"])
+
+
+class ListSnapshots:
+    def __init__(self, *, ttl: float = 300.0, max_entries: int = 64) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._snaps: OrderedDict[str, tuple[float, str, list[Obj]]] = OrderedDict()
+
+    def put(self, rv: str, items: list[Obj]) -> str:
+        sid = uuid.uuid4().hex[:16]
+        self._snaps[sid] = (time.monotonic(), rv, items)
+        while len(self._snaps) > self.max_entries:
+            self._snaps.popitem(last=False)
+        return sid
+
+    def get(self, sid: str) -> tuple[str, list[Obj]] | None:
+        hit = self._snaps.get(sid)
+        if hit is None or time.monotonic() - hit[0] > self.ttl:
+            self._snaps.pop(sid, None)
+            return None
+        self._snaps.move_to_end(sid)
+        return hit[1], hit[2]
+
+
+def paginate(q: Any, *, limit: int, snapshots: ListSnapshots, current_rv: str,
+             load: Callable[[], list[Obj]]) -> tuple[list[Obj], Obj]:
+    """Returns (page items, list metadata)."""
+    cont = q.get("continue")
+    if cont:
+        try:
+            tok = json.loads(base64.urlsafe_b64decode(cont))
+            last, sid = tuple(tok["k"]), str(tok["s"])
+        except (ValueError, KeyError, TypeError):
+            raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion "
+                                     "(version meta.k8s.io/v1)") from None
+        snap = snapshots.get(sid)
+        if snap is None:
+            raise errors.gone(_EXPIRED)
+        rv, everything = snap
+        items = [o for o in everything if _key(o) > last]
+    else:
+        rv, everything = current_rv, sorted(load(), key=_key)  # upstream pages in key (namespace/name) order
+        items, sid = everything, ""
+    meta: Obj = {"resourceVersion": rv}
+    if 0 < limit < len(items):
+        if not sid:
+            sid = snapshots.put(rv, everything)
+        last_key = _key(items[limit - 1])
+        meta["continue"] = base64.urlsafe_b64encode(json.dumps(
+            {"rv": rv, "k": list(last_key), "s": sid}).encode()).decode()
+        meta["remainingItemCount"] = len(items) - limit
+        items = items[:limit]
+    return items, meta
