@@ -23,6 +23,7 @@ _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_MSG = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
                 "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
                 "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _QNAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 # Resources whose names must be DNS-1123 labels rather than subdomains.
 _LABEL_NAMED = {"namespaces"}
@@ -113,6 +114,21 @@ def _service_causes(spec: Any) -> list[Cause]:
     return causes
 
 
+def _owner_causes(meta: dict[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    refs = meta.get("ownerReferences") or []
+    controllers = [r for r in refs if r.get("controller")]
+    if len(controllers) > 1:
+        causes.append(("FieldValueInvalid", "metadata.ownerReferences", "Invalid value: []v1.OwnerReference{...}: "
+                       "Only one reference can have Controller set to true. Found \"true\" in references for "
+                       + " and ".join(f"{r.get('kind')}/{r.get('name')}" for r in controllers)))
+    for i, ref in enumerate(refs):
+        for f in ("apiVersion", "kind", "name", "uid"):
+            if not ref.get(f):
+                causes.append(("FieldValueRequired", f"metadata.ownerReferences[{i}].{f}", "Required value"))
+    return causes
+
+
 def _raise(rt: ResourceType, name: str, causes: list[Cause]) -> None:
     if causes:
         raise errors.invalid(rt.kind, rt.group, name, causes)
@@ -127,8 +143,19 @@ def validate_create(rt: ResourceType, obj: dict[str, Any]) -> None:
     elif rt.gr == "pods":
         causes += _pod_spec_causes(obj.get("spec"), "spec")
     elif rt.gr == "jobs.batch":
-        causes += _pod_spec_causes(((obj.get("spec") or {}).get("template") or {}).get("spec"),
-                                   "spec.template.spec")
+        tspec = ((obj.get("spec") or {}).get("template") or {}).get("spec")
+        causes += _pod_spec_causes(tspec, "spec.template.spec")
+        if isinstance(tspec, dict) and tspec.get("restartPolicy") not in ("OnFailure", "Never"):
+            causes.append(("FieldValueRequired", "spec.template.spec.restartPolicy",
+                           'Required value: valid values: "OnFailure", "Never"'))
+    elif rt.gr in ("configmaps", "secrets"):
+        for field in ("data", "binaryData", "stringData"):
+            for key in obj.get(field) or {}:
+                if not _CONFIG_KEY.match(key) or len(key) > 253:
+                    causes.append(("FieldValueInvalid", f"{field}[{key}]", f'Invalid value: "{key}": a valid '
+                                   f"config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. "
+                                   f"'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+                                   f"'[-._a-zA-Z0-9]+')"))
     elif rt.gr == "customresourcedefinitions.apiextensions.k8s.io":
         spec = obj.get("spec") or {}
         names = spec.get("names") or {}
@@ -137,10 +164,7 @@ def validate_create(rt: ResourceType, obj: dict[str, Any]) -> None:
                            f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group'))
         if not spec.get("versions"):
             causes.append(("FieldValueRequired", "spec.versions", "Required value"))
-    for i, ref in enumerate(obj["metadata"].get("ownerReferences") or []):
-        for f in ("apiVersion", "kind", "name", "uid"):
-            if not ref.get(f):
-                causes.append(("FieldValueRequired", f"metadata.ownerReferences[{i}].{f}", "Required value"))
+    causes += _owner_causes(obj["metadata"])
     _raise(rt, name, causes)
 
 
@@ -158,7 +182,7 @@ def _pod_mutable_view(spec: dict[str, Any]) -> dict[str, Any]:
 def validate_update(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> None:
     name = old["metadata"]["name"]
     causes: list[Cause] = _label_causes(new["metadata"].get("labels"), "metadata.labels")
-    causes += _annotation_causes(new["metadata"].get("annotations"))
+    causes += _annotation_causes(new["metadata"].get("annotations")) + _owner_causes(new["metadata"])
     if rt.gr in ("configmaps", "secrets") and old.get("immutable"):
         for f in ("data", "binaryData", "stringData"):
             if new.get(f) != old.get(f):

@@ -346,3 +346,17 @@ async def test_metadata_validation_matches_upstream(api: client.ApiClient) -> No
         await core.create_namespaced_config_map("default", {"metadata": {"name": "big", "annotations": {
             "a": "x" * 262145}}})
     assert exc.value.status == 422
+    # jobs need restartPolicy OnFailure/Never; configmap keys are restricted; one controller ref at most
+    batch = client.BatchV1Api(api)
+    with pytest.raises(ApiException) as exc:
+        await batch.create_namespaced_job("default", {"metadata": {"name": "j"}, "spec": {"template": {"spec": {
+            "containers": [{"name": "c", "image": "busybox"}]}}}})
+    assert exc.value.status == 422 and status_of(exc.value)["message"] == (
+        'Job.batch "j" is invalid: spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"')
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_config_map("default", {"metadata": {"name": "k"}, "data": {"bad key": "v"}})
+    assert exc.value.status == 422
+    two = [{"apiVersion": "v1", "kind": "ConfigMap", "name": n, "uid": n, "controller": True} for n in ("a", "b")]
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_config_map("default", {"metadata": {"name": "k", "ownerReferences": two}})
+    assert exc.value.status == 422 and "Only one reference can have Controller set to true" in exc.value.body
