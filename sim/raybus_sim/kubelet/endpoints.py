@@ -28,6 +28,7 @@ class EndpointSliceController:
         self.svc_rt = reg.get("", "v1", "services")
         self.pod_rt = reg.get("", "v1", "pods")
         self.slice_rt = reg.get("discovery.k8s.io", "v1", "endpointslices")
+        self.ep_rt = reg.get("", "v1", "endpoints")
         store.listeners.append(self.on_event)
 
     def start(self) -> None:
@@ -44,7 +45,7 @@ class EndpointSliceController:
 
     def on_event(self, ev: Event) -> None:
         gr = ev.rt.gr
-        if gr == "services" and ev.type != "DELETED":
+        if gr == "services":
             self.dirty.add((ev.obj["metadata"]["namespace"], ev.obj["metadata"]["name"]))
             self.wake.set()
         elif gr == "pods":
@@ -85,10 +86,40 @@ class EndpointSliceController:
             out.append({"name": p.get("name", ""), "port": int(target), "protocol": p.get("protocol", "TCP")})
         return out
 
+    def _sync_endpoints(self, svc: Obj, endpoints: list[Obj], ports: list[Obj]) -> None:
+        """core/v1 Endpoints, which 1.32 clusters still maintain next to EndpointSlices."""
+        if self.ep_rt is None:
+            return
+        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+
+        def address(e: Obj) -> Obj:
+            return {"ip": e["addresses"][0], "nodeName": e["nodeName"], "targetRef": e["targetRef"]}
+
+        ready = [address(e) for e in endpoints if e["conditions"]["ready"]]
+        not_ready = [address(e) for e in endpoints if not e["conditions"]["ready"]]
+        subset: Obj = {}
+        if ready:
+            subset["addresses"] = ready
+        if not_ready:
+            subset["notReadyAddresses"] = not_ready
+        if subset:
+            subset["ports"] = [{k: v for k, v in p.items() if v != ""} for p in ports]
+        body: Obj = {"subsets": [subset]} if subset else {}
+        cur = self.store.find(self.ep_rt, ns, name)
+        labels = dict(svc["metadata"].get("labels") or {})
+        if cur is None:
+            self.store.create(self.ep_rt, ns, {**body, "metadata": {"name": name, "labels": labels}})
+        elif cur.get("subsets") != body.get("subsets") or (cur["metadata"].get("labels") or {}) != labels:
+            new = {k: v for k, v in cur.items() if k != "subsets"}
+            new["metadata"] = dict(cur["metadata"], labels=labels)
+            self.store.update(self.ep_rt, ns, name, {**new, **body})
+
     def sync(self, ns: str, name: str) -> None:
         assert self.svc_rt and self.pod_rt and self.slice_rt
         svc = self.store.find(self.svc_rt, ns, name)
-        if svc is None:
+        if svc is None:  # the endpoints controller removes a deleted service's Endpoints (slices go by GC)
+            if self.ep_rt is not None and self.store.find(self.ep_rt, ns, name) is not None:
+                self.store.delete(self.ep_rt, ns, name)
             return
         selector = (svc.get("spec") or {}).get("selector")
         existing = [s for s in self.store.list(self.slice_rt, ns)
@@ -118,6 +149,7 @@ class EndpointSliceController:
         body: Obj = {
             "addressType": "IPv4", "endpoints": endpoints, "ports": self._ports(svc, pods),
         }
+        self._sync_endpoints(svc, endpoints, body["ports"])
         if existing:
             cur = existing[0]
             if cur.get("endpoints") == body["endpoints"] and cur.get("ports") == body["ports"]:

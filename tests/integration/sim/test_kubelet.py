@@ -221,3 +221,27 @@ async def test_repeated_crash_goes_through_crashloopbackoff(server: RunningApiSe
     assert seen == ["CrashLoopBackOff"]
     pod = await core.read_namespaced_pod("crashy", "default")
     assert next(c for c in pod.status.container_statuses if c.name == "side").restart_count == 2
+
+
+async def test_core_endpoints_follow_the_service(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_service("default", {"metadata": {"name": "ep", "labels": {"t": "1"}}, "spec": {
+        "selector": {"app": "ep"}, "ports": [{"name": "http", "port": 80, "targetPort": 8000}]}})
+    await core.create_namespaced_pod("default", _pod("ep-pod", {"app": "ep"}))
+
+    async def ready_address() -> client.V1Endpoints | None:
+        try:
+            ep = await core.read_namespaced_endpoints("ep", "default")
+        except client.exceptions.ApiException:
+            return None
+        return ep if ep.subsets and ep.subsets[0].addresses else None
+
+    ep = await eventually(ready_address)
+    assert ep.subsets[0].addresses[0].target_ref.name == "ep-pod" and ep.subsets[0].ports[0].port == 8000
+    assert ep.metadata.labels == {"t": "1"}
+    await core.delete_namespaced_service("ep", "default")
+
+    async def gone() -> bool:
+        return await ready_address() is None
+
+    await eventually(gone)
