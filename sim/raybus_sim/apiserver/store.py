@@ -226,6 +226,10 @@ class Store:
         cur = self.get(rt, ns, name)
         cmeta = cur["metadata"]
         nmeta = new.get("metadata") or {}
+        if nmeta.get("uid") and nmeta["uid"] != cmeta["uid"]:
+            # upstream turns a uid in the body into a precondition (object deleted and re-created)
+            raise errors.conflict(rt.plural, rt.group, name, f"Precondition failed: UID in precondition: "
+                                  f"{nmeta['uid']}, UID in object meta: {cmeta['uid']}")
         want_rv = nmeta.get("resourceVersion")
         if want_rv:
             if want_rv != cmeta["resourceVersion"]:

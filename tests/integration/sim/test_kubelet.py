@@ -245,3 +245,30 @@ async def test_core_endpoints_follow_the_service(api: client.ApiClient) -> None:
         return await ready_address() is None
 
     await eventually(gone)
+
+
+async def test_job_retries_then_fails_at_backoff_limit(server: RunningApiServer, api: client.ApiClient) -> None:
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    await batch.create_namespaced_job("default", {"metadata": {"name": "flaky"}, "spec": {
+        "backoffLimit": 1, "template": {"spec": {"restartPolicy": "Never",
+                                                 "containers": [{"name": "c", "image": "busybox"}]}}}})
+    failed: set[str] = set()
+    for _ in range(2):
+        async def running_pod() -> str | None:
+            pods = (await core.list_namespaced_pod("default", label_selector="job-name=flaky")).items
+            live = [p for p in pods if p.status.phase == "Running" and p.metadata.name not in failed]
+            return live[0].metadata.name if live else None
+
+        name = await eventually(running_pod)
+        await _sim(server, "POST", f"pods/default/{name}/containers/*/terminate", {"exitCode": 3})
+        failed.add(name)
+
+    async def job_failed() -> client.V1Job | None:
+        j = await batch.read_namespaced_job("flaky", "default")
+        return j if any(c.type == "Failed" and c.status == "True" for c in j.status.conditions or []) else None
+
+    j = await eventually(job_failed)
+    assert j.status.failed == 2 and not j.status.active
+    assert next(c for c in j.status.conditions if c.type == "Failed").reason == "BackoffLimitExceeded"
+    pods = (await core.list_namespaced_pod("default", label_selector="job-name=flaky")).items
+    assert {p.metadata.name for p in pods} == failed  # no third attempt
