@@ -178,7 +178,7 @@ class Kubelet:
 
     def _resume_running(self, sim: PodSim, pod: Obj) -> None:
         st = pod.get("status") or {}
-        sim.scheduled = sim.sandbox = True
+        sim.scheduled = sim.admitted = sim.sandbox = True
         sim.pod_ip, sim.start_time = st.get("podIP", ""), st.get("startTime")
         by_name = {c["name"]: c for c in (st.get("containerStatuses") or []) + (st.get("initContainerStatuses") or [])}
         for c in sim.init + sim.containers:
@@ -239,10 +239,15 @@ class Kubelet:
                 return
         elif not self.write_status(sim):
             return
-        await self._sleep(d.pull)
-        sim.sandbox, sim.pod_ip, sim.start_time = True, self._next_ip(), now_rfc3339()
+        await self._sleep(0)
+        # The kubelet's first status: admitted, containers waiting, no pod IP yet.
+        sim.admitted, sim.start_time = True, now_rfc3339()
         for c in sim.containers:
             c.reason = "PodInitializing" if sim.init else "ContainerCreating"
+        if not self.write_status(sim):
+            return
+        await self._sleep(d.pull)
+        sim.sandbox, sim.pod_ip = True, self._next_ip()
         if not self.write_status(sim):
             return
         if not await self._pull_images(sim, d):

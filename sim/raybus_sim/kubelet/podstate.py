@@ -88,6 +88,7 @@ class PodSim:
     host_ip: str
     pod_ip: str = ""
     scheduled: bool = False
+    admitted: bool = False  # the kubelet has seen the pod: hostIP, startTime, waiting containers
     sandbox: bool = False
     phase_override: str | None = None
     reason: str | None = None
@@ -150,12 +151,12 @@ class PodSim:
         phase = self.phase()
         status["phase"] = phase
         conds = [self._cond("PodScheduled", self.scheduled)]
-        if self.sandbox:
+        if self.admitted:
             cready = bool(self.containers) and all(c.ready for c in self.containers) and phase == "Running"
             ready = cready and not self.held
             terminal = phase in ("Succeeded", "Failed")
             conds = [
-                self._cond("PodReadyToStartContainers", not terminal),
+                self._cond("PodReadyToStartContainers", self.sandbox and not terminal),
                 self._cond("Initialized", self.initialized(), "ContainersNotInitialized"),
                 self._cond("Ready", ready, "PodCompleted" if terminal else "ContainersNotReady"),
                 self._cond("ContainersReady", cready, "PodCompleted" if terminal else "ContainersNotReady"),
@@ -163,8 +164,9 @@ class PodSim:
             ]
             status["hostIP"] = self.host_ip
             status["hostIPs"] = [{"ip": self.host_ip}]
-            status["podIP"] = self.pod_ip
-            status["podIPs"] = [{"ip": self.pod_ip}]
+            if self.sandbox:  # the pod IP exists once the sandbox is up
+                status["podIP"] = self.pod_ip
+                status["podIPs"] = [{"ip": self.pod_ip}]
             status["startTime"] = self.start_time
             if self.init:
                 status["initContainerStatuses"] = [c.render() for c in self.init]
