@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 _BIN = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
@@ -21,6 +22,11 @@ def canonical(value: Any) -> Any:
     """Canonical string for a quantity; anything unparseable is returned unchanged (validation is not ours)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return value
+    return _canonical(type(value), value)
+
+
+@lru_cache(maxsize=4096)  # the same few quantities repeat across thousands of pods; Fraction math is slow
+def _canonical(_kind: type, value: Any) -> Any:
     m = _RE.match(str(value).strip())
     if not m:
         return value

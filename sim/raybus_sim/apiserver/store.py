@@ -247,7 +247,8 @@ class Store:
         else:
             out = dict(new)
             out["apiVersion"], out["kind"] = rt.api_version, rt.kind
-            if isinstance(out.get("spec"), dict) and rt.gr in ("services", "pods", "jobs.batch"):
+            # (internal writers build from stored, already-defaulted objects: no need to re-default)
+            if validate and isinstance(out.get("spec"), dict) and rt.gr in ("services", "pods", "jobs.batch"):
                 out["spec"] = copy.deepcopy(out["spec"])
                 apply_update_defaults(rt, out, cur)
             if rt.status_subresource and subresource != "*":  # "*": internal spec+status write (binding)
