@@ -13,6 +13,7 @@ from .quantity import canonical, canonical_map
 from .resources import ResourceType
 
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+CRD_CLEANUP = "customresourcecleanup.apiextensions.k8s.io"
 
 if TYPE_CHECKING:
     from .store import Store
@@ -261,6 +262,9 @@ def apply_create_defaults(rt: ResourceType, obj: dict[str, Any], store: Store) -
     elif gr == "ingresses.networking.k8s.io":
         obj["status"] = {"loadBalancer": {}}
     elif gr == "customresourcedefinitions.apiextensions.k8s.io":
+        fins = obj["metadata"].setdefault("finalizers", [])
+        if CRD_CLEANUP not in fins:  # deleting the CRD first deletes its objects (gc.py)
+            fins.append(CRD_CLEANUP)
         names = (obj.get("spec") or {}).get("names") or {}
         accepted = {**names, "singular": names.get("singular") or str(names.get("kind", "")).lower(),
                     "listKind": names.get("listKind") or f"{names.get('kind')}List"}

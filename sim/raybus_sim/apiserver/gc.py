@@ -10,6 +10,7 @@ import asyncio
 import logging
 from typing import Any
 
+from .defaults import CRD_CLEANUP
 from .errors import ApiError
 from .resources import ResourceType
 from .store import Event, Obj, Store
@@ -49,6 +50,8 @@ class GarbageCollector:
                 self.queue.put_nowait(("owner-deleting", meta["uid"]))
             if ev.rt.gr == "namespaces":
                 self.queue.put_nowait(("namespace", meta["name"]))
+            if ev.rt.gr == "customresourcedefinitions.apiextensions.k8s.io" and CRD_CLEANUP in fins:
+                self.queue.put_nowait(("crd-cleanup", meta["name"]))
         if ev.type == "ADDED" and meta.get("ownerReferences"):
             self.queue.put_nowait(("check-dangling", meta["uid"]))
         elif ev.type == "MODIFIED" and ev.old is not None:
@@ -80,6 +83,8 @@ class GarbageCollector:
                 self._owner_deleting(*hit)
         elif kind == "namespace":
             self._namespace(arg)
+        elif kind == "crd-cleanup":
+            self._crd_cleanup(arg)
         elif kind == "dangling":
             hit = self.store.by_uid(arg)
             if hit is not None:
@@ -142,6 +147,24 @@ class GarbageCollector:
         fins = [f for f in cur["metadata"].get("finalizers") or () if f != fin]
         new = dict(cur, metadata=dict(cur["metadata"], finalizers=fins))
         self.store.update(rt, cur["metadata"].get("namespace", ""), cur["metadata"]["name"], new, validate=False)
+
+    def _crd_cleanup(self, name: str) -> None:
+        """A deleted CRD stays (Terminating) until its objects are gone; their finalizers are honoured."""
+        store = self.store
+        crd_rt = store.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        crd = store.find(crd_rt, "", name) if crd_rt else None
+        if crd is None or crd_rt is None or not crd["metadata"].get("deletionTimestamp"):
+            return
+        rts = [rt for rt in store.registry.by_path.values() if store.registry.crd_owned.get(rt.gr) == name]
+        remaining = list(store.state(rts[0].gr).objects.values()) if rts else []
+        for obj in remaining:
+            if not obj["metadata"].get("deletionTimestamp"):
+                store.delete(rts[0], obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
+                             propagation="Background")
+        if rts and store.state(rts[0].gr).objects:
+            asyncio.get_running_loop().call_later(0.2, self.queue.put_nowait, ("crd-cleanup", name))
+            return
+        self._remove_finalizer(crd_rt, crd, CRD_CLEANUP)
 
     def _namespace(self, name: str) -> None:
         store = self.store

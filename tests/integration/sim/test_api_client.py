@@ -11,6 +11,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from raybus_sim.apiserver import RunningApiServer, start_apiserver
 
 from .conftest import FIXTURE_CRDS
+from .helpers import eventually
 
 pytestmark = pytest.mark.integration
 RC = {"group": "ray.io", "version": "v1", "plural": "rayclusters"}
@@ -242,7 +243,30 @@ async def test_crd_created_through_api_is_served(api: client.ApiClient) -> None:
     assert g["metadata"]["generation"] == 1 and "namespace" not in g["metadata"]
     g = await co.patch_cluster_custom_object_status("acme.io", "v1", "gadgets", "g1", {"status": {"ok": True}}, **MERGE)
     assert g["status"] == {"ok": True}
+    # deleting the CRD waits for its objects (and their finalizers), then the CRD and its API go away
+    await co.patch_cluster_custom_object("acme.io", "v1", "gadgets", "g1", {"metadata": {"finalizers": ["x/y"]}},
+                                         **MERGE)
+    crd = await ext.read_custom_resource_definition("gadgets.acme.io")
+    assert crd.metadata.finalizers == ["customresourcecleanup.apiextensions.k8s.io"]
     await ext.delete_custom_resource_definition("gadgets.acme.io")
+
+    async def g1_deleting() -> bool:
+        g = await co.get_cluster_custom_object("acme.io", "v1", "gadgets", "g1")
+        return bool(g["metadata"].get("deletionTimestamp"))
+
+    await eventually(g1_deleting)
+    assert (await ext.read_custom_resource_definition("gadgets.acme.io")).metadata.deletion_timestamp
+    await co.patch_cluster_custom_object("acme.io", "v1", "gadgets", "g1", {"metadata": {"finalizers": None}},
+                                         **MERGE)
+
+    async def crd_gone() -> bool:
+        try:
+            await ext.read_custom_resource_definition("gadgets.acme.io")
+            return False
+        except ApiException as exc:
+            return exc.status == 404
+
+    await eventually(crd_gone)
     with pytest.raises(ApiException) as exc:
         await co.get_cluster_custom_object("acme.io", "v1", "gadgets", "g1")
     assert exc.value.status == 404
