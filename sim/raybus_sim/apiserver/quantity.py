@@ -22,11 +22,11 @@ def canonical(value: Any) -> Any:
     """Canonical string for a quantity; anything unparseable is returned unchanged (validation is not ours)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return value
-    return _canonical(type(value), value)
+    return _canonical(type(value).__name__, value)
 
 
 @lru_cache(maxsize=4096)  # the same few quantities repeat across thousands of pods; Fraction math is slow
-def _canonical(_kind: type, value: Any) -> Any:
+def _canonical(_kind: str, value: Any) -> Any:  # _kind keeps 1 and "1" (and 1.0) apart in the cache
     m = _RE.match(str(value).strip())
     if not m:
         return value
