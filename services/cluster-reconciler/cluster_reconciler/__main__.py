@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 
+from cluster_reconciler.app import create_app
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.runtime.service import common_parser, common_settings, run_service
-
-from cluster_reconciler.app import create_app
 
 SERVICE = "cluster-reconciler"
 

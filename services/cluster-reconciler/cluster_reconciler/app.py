@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cluster_reconciler.outcomes import OutcomeCache
 from raybus.adapters.redis_state import EXPECTATIONS
 from raybus.api.raycluster import RayCluster
 from raybus.bus import subjects as s
@@ -29,8 +30,6 @@ from raybus.decisions.commands import Command, ObjectRef, RecordEvent, UpdateSta
 from raybus.runtime.controller import ReconcileFn
 from raybus.runtime.reconciler_app import ReconcilerApp, ReconcilerContext
 from raybus.runtime.service import CommonSettings
-
-from cluster_reconciler.outcomes import OutcomeCache
 
 log = logging.getLogger(__name__)
 STATUS_ECHO_WINDOW_S = 10.0  # after this, an unchanged cached status means our write was lost
@@ -92,8 +91,10 @@ class ClusterReconciler:
             self._sent_status[key] = (decision.status, time.monotonic())
             commands.append(UpdateStatus(reason="RayCluster status changed",
                                          target=cluster_ref(cluster), status=decision.status))
+        # Every command is logged with its reason when published; the rest of the decision's
+        # reasoning (KubeRay's V(1) logs) at debug, so a steady cluster does not flood the logs.
         for reason in decision.reasons:
-            log.info(reason, extra={"key": str(key)})
+            log.debug(reason, extra={"key": str(key)})
         if commands:
             await self._ctx.publish(key=key, kind=s.Kind.RAYCLUSTER, commands=commands,
                                     reasons=decision.reasons, uid=cluster.metadata.uid,

@@ -7,8 +7,9 @@
 - patch: JSON merge patch (with metadata.uid as precondition when the target names one);
 - update_status: GET fresh, replace .status, PUT /status; 409 Conflict -> re-GET and retry
   (bounded, like client-go's retry.RetryOnConflict with DefaultRetry's 5 steps);
-- the batch stops at the first failure, as KubeRay's reconcile returns on the first failed
-  create/delete (later commands may depend on earlier ones); the rest are reported as skipped;
+- consecutive creates go out concurrently (create_parallelism, default 8; 1 = KubeRay's strict
+  order); the batch stops at the first failed step, as KubeRay's reconcile returns on the first
+  failed create/delete (later commands may depend on earlier ones); the rest are reported skipped;
 - Events are recorded after the commands, concurrently (client-go's recorder is asynchronous too);
 - transient failures (429, 5xx, connection) are flagged so the caller can redeliver the batch.
 """
@@ -62,13 +63,30 @@ class BatchResult:
         return any(not r.ok for r in self.results)
 
 
+def _steps(commands: list[Command], parallelism: int) -> list[list[Command]]:
+    """Runs of consecutive creates go out together, `parallelism` at a time; every other command
+    alone, in order. KubeRay creates a group's pods one by one and returns on the first error; here
+    a failed step stops the batch, so at most parallelism-1 creates are attempted past a failure
+    (parallelism 1 is KubeRay's strict order). Creates in one batch never depend on each other."""
+    steps: list[list[Command]] = []
+    for cmd in commands:
+        if (isinstance(cmd, CreateObject) and steps and isinstance(steps[-1][0], CreateObject)
+                and len(steps[-1]) < parallelism):
+            steps[-1].append(cmd)
+        else:
+            steps.append([cmd])
+    return steps
+
+
 def _is_conflict(exc: BaseException) -> bool:
     return isinstance(exc, KubeError) and exc.conflict
 
 
 class Executor:
-    def __init__(self, kube: KubeClient, *, status_retries: int = 5, host: str | None = None) -> None:
+    def __init__(self, kube: KubeClient, *, status_retries: int = 5, host: str | None = None,
+                 create_parallelism: int = 8) -> None:
         self._kube = kube
+        self._create_parallelism = max(1, create_parallelism)
         self._status_retries = status_retries
         self._host = host or socket.gethostname()
         self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
@@ -95,24 +113,28 @@ class Executor:
         involved = involved_object(batch)
         events: list[tuple[ObjectRef, str, str, str]] = []
         index = 0
-        for cmd in batch.commands:
-            result, err = await self._try(cmd, batch)
-            out.results.append(result)
-            index += 1
-            if err is None:
-                event = success_event(cmd)
-                if event is not None:
-                    ref = cmd.target if isinstance(cmd, RecordEvent) else involved
-                    events.append((ref, *event))
-                continue
-            out.transient = err.transient
-            event = failure_event(cmd, f"{err.reason}: {err.message}")
-            if event is not None and not err.transient:
-                events.append((involved, *event))
-            out.results += [CommandResult(op=c.op, target=describe(target_of(c, batch)), ok=False,
-                                          message="skipped: an earlier command failed")
-                            for c in batch.commands[index:]]
-            break
+        for step in _steps(batch.commands, self._create_parallelism):
+            outcomes = await asyncio.gather(*(self._try(cmd, batch) for cmd in step))
+            failed = False
+            for cmd, (result, err) in zip(step, outcomes, strict=True):
+                out.results.append(result)
+                index += 1
+                if err is None:
+                    event = success_event(cmd)
+                    if event is not None:
+                        ref = cmd.target if isinstance(cmd, RecordEvent) else involved
+                        events.append((ref, *event))
+                    continue
+                failed = True
+                out.transient = out.transient or err.transient
+                event = failure_event(cmd, f"{err.reason}: {err.message}")
+                if event is not None and not err.transient:
+                    events.append((involved, *event))
+            if failed:
+                out.results += [CommandResult(op=c.op, target=describe(target_of(c, batch)), ok=False,
+                                              message="skipped: an earlier command failed")
+                                for c in batch.commands[index:]]
+                break
         # Events after the commands, concurrently: like client-go's asynchronous recorder they
         # are never on the path of the writes they describe.
         await asyncio.gather(*(self.record_event(ref, type_=type_, reason=reason, message=message)

@@ -147,8 +147,8 @@ class ControllerRuntime:
             while True:
                 try:
                     msgs = await psub.fetch(256, timeout=1.0)
-                except (FetchTimeoutError, NatsTimeout):
-                    continue
+                except (FetchTimeoutError, NatsTimeout, TimeoutError):
+                    continue  # an idle partition: nats-py raises asyncio's TimeoutError here too
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # noqa: BLE001 - NATS restarting: the durable consumer waits

@@ -155,8 +155,10 @@ async def test_failed_command_reports_kuberay_reason_and_triggers_reconciler(
     try:
         bad = worker_pod("rc-worker-bad")
         bad["metadata"]["namespace"] = "no-such-namespace"
+        # A command after the failed create's step is skipped (creates in one step go together).
         b = batch(CreateObject(reason="Created worker Pod", object=bad, event_reason="CreatedWorkerPod"),
-                  CreateObject(reason="Created worker Pod", object=worker_pod("rc-worker-next")))
+                  DeleteObject(reason="Deleted worker Pod", target=ObjectRef(
+                      api_version="v1", kind="Pod", namespace="default", name="rc-worker-next")))
         await publish_commands(js, b)
         out = await outcome(js, b.reconcile_id)
         assert not out.results[0].ok and out.results[0].error_reason == "FailedCreateWorkerPod"

@@ -143,7 +143,7 @@ async def test_status_conflict_gives_up_after_bounded_retries() -> None:
 
 async def test_first_failure_stops_the_batch_and_reports_kuberay_reason() -> None:
     kube = ScriptedKube({("create", "w1"): [KubeError(403, "Forbidden", "exceeded quota")]})
-    out = await Executor(kube).apply(batch(  # type: ignore[arg-type]
+    out = await Executor(kube, create_parallelism=1).apply(batch(  # type: ignore[arg-type]
         CreateObject(reason="r", object=pod("worker", "w0"), event_reason="CreatedWorkerPod"),
         CreateObject(reason="r", object=pod("worker", "w1"), event_reason="CreatedWorkerPod"),
         CreateObject(reason="r", object=pod("worker", "w2"), event_reason="CreatedWorkerPod")))
@@ -154,6 +154,17 @@ async def test_first_failure_stops_the_batch_and_reports_kuberay_reason() -> Non
     created = [c for c in kube.calls if c[0] == "create"]
     # w0, its Normal event, w1 (failed), its Warning event
     assert [n for _, n in created][:1] == ["w0"] and len(created) == 4
+
+
+async def test_parallel_creates_stop_after_the_failed_step() -> None:
+    kube = ScriptedKube({("create", "w1"): [KubeError(403, "Forbidden", "exceeded quota")]})
+    cmds = [CreateObject(reason="r", object=pod("worker", f"w{i}"), event_reason="CreatedWorkerPod")
+            for i in range(5)]
+    out = await Executor(kube, create_parallelism=2).apply(batch(*cmds))  # type: ignore[arg-type]
+    # steps [w0, w1] [w2, w3] [w4]: the first step fails, nothing after it is attempted
+    assert [r.ok for r in out.results] == [True, False, False, False, False]
+    assert all("skipped" in r.message for r in out.results[2:])
+    assert {n for op, n in kube.calls if op == "create" and n.startswith("w")} == {"w0", "w1"}
 
 
 @pytest.mark.parametrize("code", [429, 500, 503, 0])
