@@ -101,6 +101,7 @@ async def run(args: argparse.Namespace) -> None:
         pids["redis-server"] = stack.redis.proc.pid if stack.redis.proc else 0
         cpu_before = {n: _cpu_seconds(pid) for n, pid in pids.items()}
         ops: Counter[str] = Counter()
+        codes: Counter[str] = Counter()
         failed = 0
 
         async def on_outcome(msg: Any) -> None:
@@ -108,6 +109,7 @@ async def run(args: argparse.Namespace) -> None:
             body = json.loads(msg.data)
             for r in body.get("results", []):
                 ops[r["op"]] += 1
+                codes[f"{r['op']}:{r.get('code')}"] += 1
                 failed += 0 if r.get("ok") else 1
 
         await nc.subscribe("raybus.outcome.cluster.>", cb=on_outcome)
@@ -139,6 +141,7 @@ async def run(args: argparse.Namespace) -> None:
         print(f"API writes per converged cluster = {writes / args.clusters:.2f} "
               f"({', '.join(f'{k}={v / args.clusters:.2f}' for k, v in sorted(ops.items()))}); "
               f"failed={failed}")
+        print(f"results by op:code = {dict(sorted(codes.items()))}")
         print("CPU seconds from apply to all-ready: " + ", ".join(
             f"{n}={v:.2f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1])))
         for proc in stack.procs:

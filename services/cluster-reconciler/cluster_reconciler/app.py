@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
+from cluster_reconciler.inflight import InFlightWrites
 from cluster_reconciler.outcomes import OutcomeCache
 from raybus.adapters.redis_state import EXPECTATIONS
 from raybus.api.raycluster import RayCluster
@@ -25,14 +25,12 @@ from raybus.decisions.cluster.expectations import ScaleExpectations
 from raybus.decisions.cluster.outcome import cluster_ref
 from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.decisions.cluster.status import inconsistent_status
-from raybus.decisions.commands import Command, ObjectRef, RecordEvent, UpdateStatus
+from raybus.decisions.commands import ObjectRef, RecordEvent, UpdateStatus
 from raybus.runtime.controller import ReconcileFn
 from raybus.runtime.reconciler_app import ReconcilerApp, ReconcilerContext
 from raybus.runtime.service import CommonSettings
 
 log = logging.getLogger(__name__)
-STATUS_ECHO_WINDOW_S = 10.0  # after this, an unchanged cached status means our write was lost
 KINDS = [s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.SERVICE, s.Kind.INGRESS, s.Kind.SERVICEACCOUNT,
          s.Kind.ROLE, s.Kind.ROLEBINDING]
 
@@ -43,10 +41,7 @@ class ClusterReconciler:
         self._ctx = ctx
         self._operator = operator
         self._outcomes = outcomes
-        # Status we asked the executor to write and when: our own write reaches the cache only
-        # after executor -> API -> watcher -> bus, and every reconcile in between would compute
-        # the same status again. KubeRay's status().Update is synchronous and never has this echo.
-        self._sent_status: dict[ObjectKey, tuple[dict[str, Any], float]] = {}
+        self._inflight = InFlightWrites()
 
     def _owned(self, kind: s.Kind, key: ObjectKey) -> list[dict[str, Any]]:
         return self._ctx.cache.owned_by(kind, key.namespace, owner_kind="RayCluster",
@@ -59,7 +54,7 @@ class ClusterReconciler:
             # RayClusterScaleExpectation.Delete on NotFound: nothing left to expect.
             await store.delete(EXPECTATIONS, namespace=key.namespace, name=key.name)
             self._outcomes.forget(key)
-            self._sent_status.pop(key, None)
+            self._inflight.forget(key)
             return None
         try:
             cluster = RayCluster.model_validate(raw)
@@ -84,11 +79,11 @@ class ClusterReconciler:
         if decision.expectations != expectations:
             await store.save(EXPECTATIONS, namespace=key.namespace, name=key.name,
                              value=decision.expectations.model_dump(mode="json"))
-        commands: list[Command] = list(decision.commands)
-        if decision.status is not None and self._already_sent(key, decision.status):
+        commands = self._inflight.drop_pending_creates(key, list(decision.commands))
+        if decision.status is not None and self._inflight.status_pending(key, decision.status):
             decision = decision.model_copy(update={"status": None})
         if decision.status is not None:
-            self._sent_status[key] = (decision.status, time.monotonic())
+            self._inflight.mark_status(key, decision.status)
             commands.append(UpdateStatus(reason="RayCluster status changed",
                                          target=cluster_ref(cluster), status=decision.status))
         # Every command is logged with its reason when published; the rest of the decision's
@@ -100,12 +95,6 @@ class ClusterReconciler:
                                     reasons=decision.reasons, uid=cluster.metadata.uid,
                                     resource_version=cluster.metadata.resource_version)
         return decision.requeue_after
-
-    def _already_sent(self, key: ObjectKey, status: dict[str, Any]) -> bool:
-        sent = self._sent_status.get(key)
-        if sent is None or time.monotonic() - sent[1] > STATUS_ECHO_WINDOW_S:
-            return False
-        return not inconsistent_status(sent[0], status)
 
     async def _unparseable(self, key: ObjectKey, raw: dict[str, Any],
                            exc: ValidationError) -> float | None:
