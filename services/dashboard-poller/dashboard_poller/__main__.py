@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 
+from dashboard_poller.app import create_app
 from raybus.adapters.dashboard import IN_CLUSTER_TEMPLATE
 from raybus.runtime.service import common_parser, common_settings, run_service
-
-from dashboard_poller.app import create_app
 
 SERVICE = "dashboard-poller"
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from raybus.runtime.service import common_parser, common_settings, run_service
-
 from job_reconciler.app import create_app
+from raybus.runtime.service import common_parser, common_settings, run_service
 
 SERVICE = "job-reconciler"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 from raybus.runtime.service import common_parser, common_settings, run_service
-
 from service_reconciler.app import create_app
 
 SERVICE = "service-reconciler"

@@ -44,6 +44,7 @@ class ObjectCache:
         self._progress = asyncio.Condition()
         self._subs: list[Any] = []
         self._catching_up: list[asyncio.Event] = []
+        self._seen: set[str] = set()
 
     async def start(self) -> None:
         """Subscribe per kind (a reconciler never decodes kinds it doesn't need) and return once
@@ -58,9 +59,11 @@ class ObjectCache:
             )
             self._subs.append(sub)
             info = await sub.consumer_info()
-            delivered = info.delivered.stream_seq if info.delivered is not None else 0
-            if (info.num_pending or 0) == 0 and not delivered:
-                caught_up.set()  # nothing of this kind yet
+            # Nothing of this kind to deliver, and nothing delivered but not yet applied. (The
+            # consumer's delivered sequence is no help here: with other kinds in the stream it
+            # starts past zero even when no message of this kind exists.)
+            if (info.num_pending or 0) == 0 and sub.pending_msgs == 0 and kind not in self._seen:
+                caught_up.set()
         await asyncio.gather(*(e.wait() for e in self._catching_up))
         self.ready.set()
         log.info("snapshot loaded", extra={"objects": len(self._objects), "seq": self.last_seq})
@@ -77,6 +80,7 @@ class ObjectCache:
         return on_msg
 
     async def _on_msg(self, kind: str, msg: Msg) -> None:
+        self._seen.add(kind)
         try:
             event = ObjectEvent.model_validate_json(msg.data)
         except ValidationError:

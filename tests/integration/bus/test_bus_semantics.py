@@ -118,3 +118,19 @@ async def test_unacked_command_batch_is_redelivered_and_duplicate_publish_stored
     await asyncio.sleep(0.2)
     assert (await js.stream_info(s.STREAM_COMMANDS)).state.messages == 0  # work queue: gone
     await nc.close()
+
+
+async def test_cache_start_completes_with_empty_kinds_in_a_busy_stream(nats_server: NatsServer) -> None:
+    """Regression: a kind with no objects while the stream holds other kinds must not block the
+    snapshot (found when a reconciler restarted against a live stack)."""
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js, SETTINGS)
+    for version in (1, 2, 3):  # superseded versions are dropped: the stream's first seq moves on
+        for i in range(5):
+            await publish_version(js, name=f"c{i}", version=version, partitions=4)
+    cache = ObjectCache(nc, kinds=[s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.INGRESS])
+    await asyncio.wait_for(cache.start(), 10)
+    assert sorted(name for _, name in cache.keys(s.Kind.RAYCLUSTER)) == [f"c{i}" for i in range(5)]
+    await cache.stop()
+    await nc.close()
