@@ -167,7 +167,13 @@ class ControllerRuntime:
         if trig is None:
             await msg.ack()
             return
-        await self.cache.wait_for(trig.objects_seq, kind=trig.cause_kind)
+        if not await self.cache.wait_for(trig.objects_seq, kind=trig.cause_kind):
+            # Never decide on a snapshot older than the trigger's cause (e.g. the cache's ordered
+            # consumer is still re-subscribing after a NATS restart): ask for it again shortly.
+            log.warning("snapshot behind trigger; redelivering", extra={
+                "key": str(trig.key), "seq": trig.objects_seq, "kind": trig.cause_kind})
+            await msg.nak(delay=1.0)
+            return
         self.queue.add(trig.key, _Pending(msg=msg, ctx=extract_context(msg.headers)))
 
     # --- workers --------------------------------------------------------------------------------

@@ -72,6 +72,11 @@ class Kube:
         return [e for e in items if e.get("reason") == reason
                 and e.get("involvedObject", {}).get("name", "").startswith(name_prefix)]
 
+    async def event_count(self, name_prefix: str, reason: str) -> int:
+        """Occurrences, not Event objects: like client-go, the executor folds identical Events
+        into one with a growing `count`."""
+        return sum(int(e.get("count") or 1) for e in await self.events(name_prefix, reason))
+
     async def delete_pod(self, name: str) -> None:
         await self.c.delete(POD, namespace=NS, name=name)
 

@@ -28,8 +28,8 @@ async def test_apply_converges_to_ready_with_status(kube: Kube) -> None:
     assert conds["HeadPodReady"]["status"] == "True"
     assert conds["RayClusterProvisioned"]["status"] == "True"
     # One Event per created pod: no duplicate creates by the two replicas.
-    assert len(await kube.events("e2e-basic", "CreatedWorkerPod")) == 2
-    assert len(await kube.events("e2e-basic", "CreatedHeadPod")) == 1
+    assert await kube.event_count("e2e-basic", "CreatedWorkerPod") == 2
+    assert await kube.event_count("e2e-basic", "CreatedHeadPod") == 1
 
 
 async def test_deleted_worker_is_recreated_exactly_once(kube: Kube) -> None:
@@ -41,7 +41,7 @@ async def test_deleted_worker_is_recreated_exactly_once(kube: Kube) -> None:
     await asyncio.sleep(1.0)  # give a duplicate create the chance to show up
     names = {p["metadata"]["name"] for p in await kube.pods("e2e-recreate", node_type="worker")}
     assert victim not in names and len(names) == 2
-    assert len(await kube.events("e2e-recreate", "CreatedWorkerPod")) == 3
+    assert await kube.event_count("e2e-recreate", "CreatedWorkerPod") == 3
 
 
 async def test_scale_up_and_down(kube: Kube) -> None:
@@ -136,7 +136,7 @@ async def test_failed_head_is_replaced(kube: Kube) -> None:
 
     await kube.eventually(new_head, what="head pod replaced")
     await kube.wait_ready("e2e-headfail", workers=1)
-    assert len(await kube.events("e2e-headfail", "CreatedHeadPod")) == 2
+    assert await kube.event_count("e2e-headfail", "CreatedHeadPod") == 2
 
 
 async def test_many_clusters_two_replicas_no_duplicates(kube: Kube) -> None:
@@ -147,5 +147,5 @@ async def test_many_clusters_two_replicas_no_duplicates(kube: Kube) -> None:
     await asyncio.sleep(1.0)
     for n in names:
         assert len(await kube.pods(n, node_type="worker")) == 3
-        assert len(await kube.events(n, "CreatedWorkerPod")) == 3
-        assert len(await kube.events(n, "CreatedHeadPod")) == 1
+        assert await kube.event_count(n, "CreatedWorkerPod") == 3
+        assert await kube.event_count(n, "CreatedHeadPod") == 1
