@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,6 +43,7 @@ class ClusterReconciler:
         self._operator = operator
         self._outcomes = outcomes
         self._inflight = InFlightWrites()
+        outcomes.on_outcome.append(self._inflight.settle)
 
     def _owned(self, kind: s.Kind, key: ObjectKey) -> list[dict[str, Any]]:
         return self._ctx.cache.owned_by(kind, key.namespace, owner_kind="RayCluster",
@@ -79,11 +81,13 @@ class ClusterReconciler:
         if decision.expectations != expectations:
             await store.save(EXPECTATIONS, namespace=key.namespace, name=key.name,
                              value=decision.expectations.model_dump(mode="json"))
-        commands = self._inflight.drop_pending_creates(key, list(decision.commands))
+        batch_id = uuid.uuid4().hex
+        commands = self._inflight.drop_pending_creates(key, list(decision.commands),
+                                                       batch_id=batch_id)
         if decision.status is not None and self._inflight.status_pending(key, decision.status):
             decision = decision.model_copy(update={"status": None})
         if decision.status is not None:
-            self._inflight.mark_status(key, decision.status)
+            self._inflight.mark_status(key, decision.status, batch_id=batch_id)
             commands.append(UpdateStatus(reason="RayCluster status changed",
                                          target=cluster_ref(cluster), status=decision.status))
         # Every command is logged with its reason when published; the rest of the decision's
@@ -93,7 +97,8 @@ class ClusterReconciler:
         if commands:
             await self._ctx.publish(key=key, kind=s.Kind.RAYCLUSTER, commands=commands,
                                     reasons=decision.reasons, uid=cluster.metadata.uid,
-                                    resource_version=cluster.metadata.resource_version)
+                                    resource_version=cluster.metadata.resource_version,
+                                    batch_id=batch_id)
         return decision.requeue_after
 
     async def _unparseable(self, key: ObjectKey, raw: dict[str, Any],

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -23,6 +24,7 @@ class OutcomeCache:
         self._nc = nc
         self._last: dict[ObjectKey, Outcome] = {}
         self._sub: Any = None
+        self.on_outcome: list[Callable[[str], None]] = []  # called with each batch's reconcile_id
 
     async def start(self) -> None:
         self._sub = await self._nc.jetstream().subscribe(
@@ -40,6 +42,8 @@ class OutcomeCache:
             log.warning("undecodable outcome skipped", extra={"subject": msg.subject})
             return
         self._last[outcome.key] = outcome
+        for hook in self.on_outcome:
+            hook(outcome.reconcile_id)
 
     def failures(self, key: ObjectKey) -> list[CommandFailure]:
         outcome = self._last.get(key)

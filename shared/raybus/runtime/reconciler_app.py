@@ -37,10 +37,12 @@ class ReconcilerContext:
 
     async def publish(self, *, key: ObjectKey, kind: s.Kind, commands: list[Command],
                       reasons: list[str], uid: str | None = None,
-                      resource_version: str | None = None) -> str:
-        """Publish one reconcile's commands as a single ordered batch; returns its id."""
+                      resource_version: str | None = None, batch_id: str | None = None) -> str:
+        """Publish one reconcile's commands as a single ordered batch; returns its id (the
+        Outcome's reconcile_id, and the Nats-Msg-Id that makes a republish idempotent)."""
         batch = CommandBatch(key=key, kind=kind.value, uid=uid, resource_version=resource_version,
-                             controller=self.controller.value, reconcile_id=uuid.uuid4().hex,
+                             controller=self.controller.value,
+                             reconcile_id=batch_id or uuid.uuid4().hex,
                              commands=commands, reasons=reasons)
         await publish_commands(self.nc.jetstream(), batch)
         for command in commands:

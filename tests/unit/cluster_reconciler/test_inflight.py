@@ -22,27 +22,53 @@ def _create(kind: str, name: str) -> CreateObject:
     return CreateObject(reason="r", object={"kind": kind, "metadata": {"name": name, "namespace": "ns"}})
 
 
-def test_status_resent_only_when_changed_or_window_passed() -> None:
+def test_status_resent_only_when_changed_or_window_after_outcome_passed() -> None:
     clock = Clock()
-    inflight = InFlightWrites(window_s=10, clock=clock)
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock)
     status = {"state": "ready", "readyWorkerReplicas": 1, "lastUpdateTime": "a"}
     assert not inflight.status_pending(KEY, status)
-    inflight.mark_status(KEY, status)
+    inflight.mark_status(KEY, status, batch_id="b1")
     assert inflight.status_pending(KEY, {**status, "lastUpdateTime": "b"})  # ignored field
     assert not inflight.status_pending(KEY, {**status, "readyWorkerReplicas": 2})
-    clock.now = 11
+    clock.now = 50  # still queued in the executor (e.g. behind the QPS limiter): still pending
+    assert inflight.status_pending(KEY, status)
+    inflight.settle("b1")
+    clock.now = 59
+    assert inflight.status_pending(KEY, status)
+    clock.now = 61  # 10 s after the Outcome and still not in the cache: lost, send again
     assert not inflight.status_pending(KEY, status)
+
+
+def test_batch_without_outcome_expires_after_max_wait() -> None:
+    clock = Clock()
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock)
+    inflight.mark_status(KEY, {"state": "ready"}, batch_id="lost")
+    clock.now = 101
+    assert not inflight.status_pending(KEY, {"state": "ready"})
 
 
 def test_owned_object_create_sent_once_per_window_pods_always() -> None:
     clock = Clock()
-    inflight = InFlightWrites(window_s=10, clock=clock)
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock)
     batch = [_create("Service", "rc-head-svc"), _create("Pod", "rc-head-abcde")]
-    assert inflight.drop_pending_creates(KEY, batch) == batch
-    assert inflight.drop_pending_creates(KEY, batch) == [batch[1]]
+    assert inflight.drop_pending_creates(KEY, batch, batch_id="b1") == batch
+    assert inflight.drop_pending_creates(KEY, batch, batch_id="b2") == [batch[1]]
     other = ObjectKey(namespace="ns", name="rc2")
-    assert inflight.drop_pending_creates(other, [batch[0]]) == [batch[0]]  # per owner
+    assert inflight.drop_pending_creates(other, [batch[0]], batch_id="b3") == [batch[0]]  # per owner
+    inflight.settle("b1")
     clock.now = 11
-    assert inflight.drop_pending_creates(KEY, batch) == batch
+    assert inflight.drop_pending_creates(KEY, batch, batch_id="b4") == batch
     inflight.forget(KEY)
-    assert inflight.drop_pending_creates(KEY, batch) == batch
+    assert inflight.drop_pending_creates(KEY, batch, batch_id="b5") == batch
+
+
+def test_old_batches_are_pruned_and_then_read_as_expired() -> None:
+    clock = Clock()
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock)
+    for i in range(1100):
+        inflight.mark_status(ObjectKey(namespace="ns", name=f"c{i}"), {"state": "ready"}, batch_id=f"b{i}")
+        inflight.settle(f"b{i}")
+    clock.now = 20
+    inflight.settle("b0")  # triggers a prune: every batch settled more than 10 s ago goes
+    assert len(inflight._sent) <= 1  # noqa: SLF001 - the point of the test
+    assert not inflight.status_pending(ObjectKey(namespace="ns", name="c5"), {"state": "ready"})
