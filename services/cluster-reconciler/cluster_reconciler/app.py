@@ -87,7 +87,7 @@ class ClusterReconciler:
         if decision.status is not None and self._inflight.status_pending(key, decision.status):
             decision = decision.model_copy(update={"status": None})
         if decision.status is not None:
-            self._inflight.mark_status(key, decision.status, batch_id=batch_id)
+            self._inflight.mark_status(key, decision.status, batch_id=s.status_batch_id(batch_id))
             commands.append(UpdateStatus(reason="RayCluster status changed",
                                          target=cluster_ref(cluster), status=decision.status))
         # Every command is logged with its reason when published; the rest of the decision's

@@ -41,7 +41,10 @@ class OutcomeCache:
         except ValidationError:
             log.warning("undecodable outcome skipped", extra={"subject": msg.subject})
             return
-        self._last[outcome.key] = outcome
+        # Status writes have their own subject and Outcomes; they must not hide the failure of
+        # the command batch before them (ReplicaFailure comes from create/delete failures).
+        if any(r.op != "update_status" for r in outcome.results):
+            self._last[outcome.key] = outcome
         for hook in self.on_outcome:
             hook(outcome.reconcile_id)
 

@@ -32,7 +32,12 @@ from raybus.bus import subjects as s
 from raybus.bus.codec import decode_or_dead_letter
 from raybus.bus.envelopes import CommandBatch, Outcome
 from raybus.bus.publish import publish_outcome, publish_trigger
-from raybus.bus.streams import BusSettings, command_consumer_config, ensure_streams
+from raybus.bus.streams import (
+    BusSettings,
+    command_consumer_config,
+    ensure_streams,
+    status_consumer_config,
+)
 from raybus.observability.metrics import MESSAGES
 from raybus.observability.tracing import extract_context
 from raybus.runtime.service import CommonSettings
@@ -71,6 +76,15 @@ class CommandExecutorService:
             stream=JStream(name=s.STREAM_COMMANDS, declare=False),
             durable=command_consumer_config(self.bus).durable_name,
             config=command_consumer_config(self.bus),
+            pull_sub=PullSub(batch_size=settings.concurrency, timeout=1.0),
+            ack_policy=AckPolicy.MANUAL,
+        )(self._handle)
+        # Status writes: same handler, own last-value stream (a newer status replaces a queued one).
+        self.broker.subscriber(
+            s.status_filter(),
+            stream=JStream(name=s.STREAM_STATUS, declare=False),
+            durable=status_consumer_config(self.bus).durable_name,
+            config=status_consumer_config(self.bus),
             pull_sub=PullSub(batch_size=settings.concurrency, timeout=1.0),
             ack_policy=AckPolicy.MANUAL,
         )(self._handle)

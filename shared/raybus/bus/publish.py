@@ -36,6 +36,12 @@ async def publish_commands(js: JetStreamContext, batch: CommandBatch) -> None:
                      encode(batch), headers=publish_headers(msg_id=batch.reconcile_id))
 
 
+async def publish_status(js: JetStreamContext, batch: CommandBatch) -> None:
+    """A batch holding one UpdateStatus, on the object's last-value status subject."""
+    await js.publish(s.status_subject(batch.controller, batch.key.namespace, batch.key.name),
+                     encode(batch), headers=publish_headers(msg_id=batch.reconcile_id))
+
+
 async def publish_outcome(js: JetStreamContext, outcome: Outcome) -> None:
     await js.publish(s.outcome_subject(outcome.controller, outcome.key.namespace, outcome.key.name),
                      encode(outcome), headers=publish_headers(msg_id=f"out-{outcome.reconcile_id}"))

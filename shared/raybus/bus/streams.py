@@ -12,8 +12,8 @@ Design (README "Bus contract"):
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -57,6 +57,11 @@ def stream_configs(settings: BusSettings) -> list[StreamConfig]:
                      discard=DiscardPolicy.OLD),
         _stream(name=s.STREAM_COMMANDS, subjects=[s.commands_filter()],
                      retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s,),
+        # A status write is level state: a newer one for the same object replaces an older one
+        # still queued (e.g. behind KubeRay's QPS limit), so only the latest is ever applied.
+        _stream(name=s.STREAM_STATUS, subjects=[s.status_filter()],
+                retention=RetentionPolicy.WORK_QUEUE, max_msgs_per_subject=1,
+                discard=DiscardPolicy.OLD, duplicate_window=settings.duplicate_window_s),
         _stream(name=s.STREAM_OUTCOMES, subjects=[s.outcomes_filter()],
                      retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
         _stream(name=s.STREAM_DASHBOARD, subjects=[s.dashboard_filter()],
@@ -100,6 +105,19 @@ def trigger_consumer_config(controller: s.Controller, partition: int,
         ack_wait=settings.ack_wait_s,
         max_deliver=settings.max_deliver,
         max_ack_pending=10_000,
+    )
+
+
+def status_consumer_config(settings: BusSettings) -> ConsumerConfig:
+    """Executors share one durable consumer for status writes, as for commands."""
+    return ConsumerConfig(
+        durable_name="command-executor-status",
+        filter_subject=s.status_filter(),
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=settings.ack_wait_s,
+        max_deliver=settings.max_deliver,
+        max_ack_pending=1_000,
     )
 
 

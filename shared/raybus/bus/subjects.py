@@ -93,6 +93,20 @@ def commands_filter() -> str:
     return f"{PREFIX}.cmd.>"
 
 
+# --- status writes: last value per object, so queued older statuses are replaced -------------------
+def status_subject(controller: Controller | str, namespace: str, name: str) -> str:
+    return f"{PREFIX}.status.{Controller(controller).value}.{token(namespace)}.{token(name)}"
+
+
+def status_filter() -> str:
+    return f"{PREFIX}.status.>"
+
+
+def status_batch_id(reconcile_id: str) -> str:
+    """Id of the status half of a reconcile (its Outcome and Nats-Msg-Id differ from the rest)."""
+    return f"{reconcile_id}-status"
+
+
 # --- outcomes: what the executor did (last value per object) ------------------------------------
 def outcome_subject(controller: Controller | str, namespace: str, name: str) -> str:
     return f"{PREFIX}.outcome.{Controller(controller).value}.{token(namespace)}.{token(name)}"
@@ -126,6 +140,7 @@ def dead_letter_filter() -> str:
 STREAM_OBJECTS = "RAYBUS_OBJECTS"
 STREAM_TRIGGERS = "RAYBUS_TRIGGERS"
 STREAM_COMMANDS = "RAYBUS_COMMANDS"
+STREAM_STATUS = "RAYBUS_STATUS"
 STREAM_OUTCOMES = "RAYBUS_OUTCOMES"
 STREAM_DASHBOARD = "RAYBUS_DASHBOARD"
 STREAM_DEAD_LETTERS = "RAYBUS_DLQ"

@@ -1,6 +1,6 @@
 """`raybus tap [filter]`: a live, readable view of bus traffic.
 
-The filter is a subject pattern (`raybus.cmd.>`) or a shorthand (`obj`, `trigger`, `cmd`,
+The filter is a subject pattern (`raybus.cmd.>`) or a shorthand (`obj`, `trigger`, `cmd`, `status`,
 `outcome`, `dash`, `dlq`, optionally followed by more tokens: `obj pod`). Plain NATS
 subscription: tapping never consumes or acks anything.
 """
@@ -18,7 +18,7 @@ import nats
 
 from raybus.bus import subjects as s
 
-SHORTHANDS = {"obj", "trigger", "cmd", "outcome", "dash", "dlq"}
+SHORTHANDS = {"obj", "trigger", "cmd", "status", "outcome", "dash", "dlq"}
 
 
 def add_parser(sub: Any) -> None:

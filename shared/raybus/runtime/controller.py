@@ -99,7 +99,7 @@ class ControllerRuntime:
             await asyncio.sleep(self.bus.lease_ttl_s / 5)
             try:
                 await self._lease_round()
-            except Exception:  # noqa: BLE001 - NATS hiccup: leases self-fence via valid()
+            except Exception:
                 log.exception("lease round failed")
 
     async def _lease_round(self) -> None:
@@ -151,7 +151,7 @@ class ControllerRuntime:
                     continue  # an idle partition: nats-py raises asyncio's TimeoutError here too
                 except asyncio.CancelledError:
                     raise
-                except Exception:  # noqa: BLE001 - NATS restarting: the durable consumer waits
+                except Exception:
                     log.warning("fetch failed; retrying", exc_info=True, extra={"partition": p})
                     await asyncio.sleep(1.0)
                     continue
@@ -200,7 +200,7 @@ class ControllerRuntime:
                     RECONCILE_SECONDS.labels(self.controller.value).time():
                 requeue = await self._reconcile(key)
             RECONCILES.labels(self.controller.value, "ok").inc()
-        except Exception:  # noqa: BLE001 - one bad object must not stop the replica
+        except Exception:
             log.exception("reconcile failed", extra={"key": str(key)})
             RECONCILES.labels(self.controller.value, "error").inc()
             requeue = self._backoff

@@ -17,9 +17,9 @@ from nats.aio.client import Client as NATS
 from raybus.adapters.redis_state import StateStore
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandBatch, ObjectKey
-from raybus.bus.publish import publish_commands
+from raybus.bus.publish import publish_commands, publish_status
 from raybus.bus.streams import BusSettings, ensure_streams
-from raybus.decisions.commands import Command
+from raybus.decisions.commands import Command, UpdateStatus
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime, ReconcileFn
 from raybus.runtime.service import CommonSettings
@@ -38,17 +38,25 @@ class ReconcilerContext:
     async def publish(self, *, key: ObjectKey, kind: s.Kind, commands: list[Command],
                       reasons: list[str], uid: str | None = None,
                       resource_version: str | None = None, batch_id: str | None = None) -> str:
-        """Publish one reconcile's commands as a single ordered batch; returns its id (the
-        Outcome's reconcile_id, and the Nats-Msg-Id that makes a republish idempotent)."""
-        batch = CommandBatch(key=key, kind=kind.value, uid=uid, resource_version=resource_version,
-                             controller=self.controller.value,
-                             reconcile_id=batch_id or uuid.uuid4().hex,
-                             commands=commands, reasons=reasons)
-        await publish_commands(self.nc.jetstream(), batch)
+        """Publish one reconcile's commands as an ordered batch; returns its id (the Outcome's
+        reconcile_id, and the Nats-Msg-Id that makes a republish idempotent). A status write
+        goes separately to the object's last-value status subject, as `status_batch_id(id)`."""
+        reconcile_id = batch_id or uuid.uuid4().hex
+        statuses = [c for c in commands if isinstance(c, UpdateStatus)]
+        others = [c for c in commands if not isinstance(c, UpdateStatus)]
+        js = self.nc.jetstream()
+        common = {"key": key, "kind": kind.value, "uid": uid, "resource_version": resource_version,
+                  "controller": self.controller.value, "reasons": reasons}
+        if others:
+            await publish_commands(js, CommandBatch(reconcile_id=reconcile_id, commands=others,
+                                                    **common))
+        if statuses:
+            await publish_status(js, CommandBatch(reconcile_id=s.status_batch_id(reconcile_id),
+                                                  commands=statuses[-1:], **common))
         for command in commands:
             log.info(command.reason, extra={"key": str(key), "op": command.op,
-                                             "reconcile_id": batch.reconcile_id})
-        return batch.reconcile_id
+                                             "reconcile_id": reconcile_id})
+        return reconcile_id
 
 
 class ReconcilerApp:
