@@ -98,8 +98,10 @@ class CommandExecutorService:
             api = await new_api_client(self.settings.kubeconfig)
             self._kube = KubeClient(api, limiter=rate_limiter(self.settings.kube_qps,
                                                               self.settings.kube_burst))
+        events_kube = KubeClient(self._kube.api, limiter=rate_limiter(self.settings.kube_qps,
+                                                                      self.settings.kube_burst))
         self.executor = Executor(self._kube, status_retries=self.settings.status_retries,
-                                 host=self.settings.replica_id or None)
+                                 host=self.settings.replica_id or None, events_kube=events_kube)
         await self.broker.connect()
         await ensure_streams(self.nc.jetstream(), self.bus)  # JStream(declare=False): we own streams
         await self.broker.start()

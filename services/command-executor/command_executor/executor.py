@@ -84,8 +84,11 @@ def _is_conflict(exc: BaseException) -> bool:
 
 class Executor:
     def __init__(self, kube: KubeClient, *, status_retries: int = 5, host: str | None = None,
-                 create_parallelism: int = 8) -> None:
+                 create_parallelism: int = 8, events_kube: KubeClient | None = None) -> None:
         self._kube = kube
+        # controller-runtime's event recorder builds its own client from the manager's config,
+        # so KubeRay's Events are rate limited separately from its object writes.
+        self._events_kube = events_kube or kube
         self._create_parallelism = max(1, create_parallelism)
         self._status_retries = status_retries
         self._host = host or socket.gethostname()
@@ -230,7 +233,7 @@ class Executor:
             if seen is not None:
                 name, count = seen
                 try:
-                    await self._kube.merge_patch(EVENT_RES, namespace=involved.namespace, name=name, patch={
+                    await self._events_kube.merge_patch(EVENT_RES, namespace=involved.namespace, name=name, patch={
                         "count": count + 1, "lastTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
                     self._events[key] = (name, count + 1)
                     self._events.move_to_end(key)
@@ -240,7 +243,7 @@ class Executor:
                         raise
             body = event_manifest(involved, type_=type_, reason=reason, message=message, now=now,
                                   host=self._host)
-            await self._kube.create(EVENT_RES, body, namespace=involved.namespace)
+            await self._events_kube.create(EVENT_RES, body, namespace=involved.namespace)
             self._events[key] = (body["metadata"]["name"], 1)
             if len(self._events) > 4096:
                 self._events.popitem(last=False)
