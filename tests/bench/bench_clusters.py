@@ -138,6 +138,14 @@ async def run(args: argparse.Namespace) -> None:
               f"(concurrency {args.concurrency}): {floor_s:.2f} s ({total / floor_s:.0f} creates/s)")
         print(f"raybus: all {total} pods exist after {pods_s:.2f} s; all clusters ready after {ready_s:.2f} s")
         print(f"ratio (raybus pods-exist time / floor) = {pods_s / floor_s:.2f}x")
+        # With a client-side limiter no client can beat (creates - burst) / qps: the pods plus
+        # one head Service per cluster must all pass through it.
+        creates = total + args.clusters
+        bound = max(0.0, (creates - args.burst) / args.qps)
+        if bound > floor_s:
+            print(f"limiter bound for {creates} creates at {args.qps:g} QPS / {args.burst} burst = "
+                  f"{bound:.2f} s; raybus pods-exist / max(bound, floor) = "
+                  f"{pods_s / max(bound, floor_s):.2f}x")
         print(f"API writes per converged cluster = {writes / args.clusters:.2f} "
               f"({', '.join(f'{k}={v / args.clusters:.2f}' for k, v in sorted(ops.items()))}); "
               f"failed={failed}")
