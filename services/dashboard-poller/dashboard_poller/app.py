@@ -31,6 +31,7 @@ from raybus.bus.streams import ensure_streams
 from raybus.decisions.dashboard import next_delay, poll_targets
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.service import CommonSettings
+from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +82,7 @@ class DashboardPoller:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task])
         if self._cache is not None:
             await self._cache.stop()
         if self._http is not None:

@@ -31,6 +31,7 @@ from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.observability.metrics import MESSAGES
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.service import CommonSettings
+from raybus.runtime.tasks import cancel_and_wait
 from watcher.informer import Informer
 from watcher.routing import (
     SERVICE_NAME_LABEL,
@@ -114,11 +115,7 @@ class Watcher:
         await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers)), timeout)
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         if self._kube is not None:
             await self._kube.close()

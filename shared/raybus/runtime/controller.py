@@ -32,6 +32,7 @@ from raybus.observability.metrics import RECONCILE_SECONDS, RECONCILES
 from raybus.observability.tracing import extract_context
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.leases import PartitionLeases
+from raybus.runtime.tasks import cancel_and_wait
 from raybus.runtime.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class ControllerRuntime:
         self.leases: PartitionLeases | None = None
         self._tracer = trace.get_tracer(f"raybus.{controller.value}")
         self.reconciling: set[ObjectKey] = set()  # observable for tests
+        self._stopping = False
 
     def partition(self, key: ObjectKey) -> int:
         return s.partition_of(key.namespace, key.name, self.bus.partitions)
@@ -82,11 +84,8 @@ class ControllerRuntime:
         self._tasks += [asyncio.create_task(self._worker()) for _ in range(self._workers)]
 
     async def stop(self) -> None:
-        for task in [*self._tasks, *self._fetchers.values()]:
-            task.cancel()
-        for task in [*self._tasks, *self._fetchers.values()]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        self._stopping = True
+        await cancel_and_wait([*self._tasks, *self._fetchers.values()])
         self._fetchers.clear()
         if self.leases is not None:
             with contextlib.suppress(Exception):
@@ -116,9 +115,7 @@ class ControllerRuntime:
     async def _drop_partition(self, p: int) -> None:
         task = self._fetchers.pop(p, None)
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait([task])
         for pending in self.queue.forget(lambda k: self.partition(k) != p):
             with contextlib.suppress(Exception):
                 await pending.msg.nak()  # the new owner gets it at once, not after ack_wait
@@ -144,7 +141,7 @@ class ControllerRuntime:
         psub = await js.pull_subscribe_bind(durable=config.durable_name or "",
                                             stream=s.STREAM_TRIGGERS)
         try:
-            while True:
+            while not self._stopping:  # see runtime/tasks.py: a cancel may be swallowed by fetch
                 try:
                     msgs = await psub.fetch(256, timeout=1.0)
                 except (FetchTimeoutError, NatsTimeout, TimeoutError):
