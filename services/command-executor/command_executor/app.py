@@ -51,7 +51,9 @@ class ExecutorSettings(CommonSettings):
     service: str = SERVICE
     kube_qps: float = 100.0  # KubeRay's --kube-api-qps default
     kube_burst: int = 200  # KubeRay's --kube-api-burst default
-    concurrency: int = 32  # batches fetched and applied at once (serial per object regardless)
+    # Batches applied at once (FastStream max_workers; without it a pull subscriber handles one
+    # message at a time). Batches for one object still run one after another (Executor's lock).
+    concurrency: int = 32
     ack_wait_s: float = 30.0
     max_deliver: int = 20
     nak_delay_s: float = 1.0  # first redelivery delay after a transient error; doubles, capped
@@ -77,6 +79,7 @@ class CommandExecutorService:
             durable=command_consumer_config(self.bus).durable_name,
             config=command_consumer_config(self.bus),
             pull_sub=PullSub(batch_size=settings.concurrency, timeout=1.0),
+            max_workers=settings.concurrency,
             ack_policy=AckPolicy.MANUAL,
         )(self._handle)
         # Status writes: same handler, own last-value stream (a newer status replaces a queued one).
@@ -86,6 +89,7 @@ class CommandExecutorService:
             durable=status_consumer_config(self.bus).durable_name,
             config=status_consumer_config(self.bus),
             pull_sub=PullSub(batch_size=settings.concurrency, timeout=1.0),
+            max_workers=settings.concurrency,
             ack_policy=AckPolicy.MANUAL,
         )(self._handle)
 
