@@ -32,13 +32,16 @@ class InFlightWrites:
         self._creates: dict[ObjectKey, dict[tuple[str, str, str], str]] = {}
         self._sent: dict[str, float] = {}  # batch id -> when sent
         self._settled: dict[str, float] = {}  # batch id -> when its Outcome arrived
+        self._prune_at = 1024
 
     def settle(self, batch_id: str) -> None:
         """The executor finished this batch (successfully or not)."""
         if batch_id in self._sent:
             self._settled[batch_id] = self._clock()
-        if len(self._sent) > 1024:
+        if len(self._sent) > self._prune_at:
             self._prune()
+            # Amortized: when most batches are still fresh, a scan per Outcome would be quadratic.
+            self._prune_at = max(1024, 2 * len(self._sent))
 
     def _prune(self) -> None:
         """Forget batches that can no longer be fresh (an unknown batch id reads as expired)."""

@@ -68,7 +68,9 @@ class CommandExecutorService:
         self.bus = BusSettings(partitions=settings.partitions, ack_wait_s=settings.ack_wait_s,
                                max_deliver=settings.max_deliver)
         # FastStream logs every message at INFO with its own handler; per-batch logging is ours
-        # (with reasons), so its logs go through the service's JSON handler, below INFO.
+        # (with reasons), so its logs go through the service's JSON handler, below INFO. Its task
+        # supervisor also logs each stopped fetch/worker task at INFO: only warnings are kept.
+        logging.getLogger("faststream.command_executor").setLevel(logging.WARNING)
         self.broker = NatsBroker(settings.nats_url, max_reconnect_attempts=-1,
                                  name=f"{SERVICE}-{settings.replica_id}", log_level=logging.DEBUG,
                                  logger=logging.getLogger("faststream.command_executor"))
