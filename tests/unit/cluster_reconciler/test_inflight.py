@@ -72,13 +72,13 @@ def test_old_batches_are_pruned_and_then_read_as_expired() -> None:
 
     for i in range(1100):
         send(i)
-    assert len(inflight._sent) == 1100  # noqa: SLF001 - all fresh: nothing can go yet
+    assert len(inflight._sent) == 1100  # all fresh: nothing can go yet
     clock.now = 20
     for i in range(1100, 3300):
         send(i)
         # Bounded: old batches go once the map has grown past twice its size after a prune.
-        assert len(inflight._sent) <= 2 * 1101 + 1  # noqa: SLF001
-    assert "b5" not in inflight._sent  # noqa: SLF001 - settled 20 s ago, window 10 s
+        assert len(inflight._sent) <= 2 * 1101 + 1
+    assert "b5" not in inflight._sent  # settled 20 s ago, window 10 s
     assert not inflight.status_pending(ObjectKey(namespace="ns", name="c5"), {"state": "ready"})
 
 
@@ -86,14 +86,14 @@ def test_prune_is_amortized_while_every_batch_is_fresh() -> None:
     clock = Clock()
     inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock)
     scans = 0
-    real_prune = inflight._prune  # noqa: SLF001
+    real_prune = inflight._prune
 
     def counting_prune() -> None:
         nonlocal scans
         scans += 1
         real_prune()
 
-    inflight._prune = counting_prune  # type: ignore[method-assign]  # noqa: SLF001
+    inflight._prune = counting_prune  # type: ignore[method-assign]
     for i in range(5000):
         inflight.mark_status(ObjectKey(namespace="ns", name=f"c{i}"), {"state": "ready"}, batch_id=f"b{i}")
         inflight.settle(f"b{i}")
