@@ -60,6 +60,16 @@ class ExecutorSettings(CommonSettings):
     status_retries: int = 5
 
 
+def _idle_fetch_timeout(record: logging.LogRecord) -> bool:
+    """Drop FastStream's "raised an exception, retrying" for an idle pull fetch.
+
+    nats-py's fetch sometimes ends an empty wait with a bare asyncio TimeoutError instead of
+    nats.errors.TimeoutError (nats-io/nats.py#709); FastStream only suppresses the latter, so
+    its supervisor restarts the fetch task (which is right) and logs an ERROR (which is not)."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not (type(exc) is TimeoutError and "retrying" in record.getMessage())
+
+
 class CommandExecutorService:
     def __init__(self, settings: ExecutorSettings, *, kube: KubeClient | None = None) -> None:
         self.settings = settings
@@ -70,7 +80,9 @@ class CommandExecutorService:
         # FastStream logs every message at INFO with its own handler; per-batch logging is ours
         # (with reasons), so its logs go through the service's JSON handler, below INFO. Its task
         # supervisor also logs each stopped fetch/worker task at INFO: only warnings are kept.
-        logging.getLogger("faststream.command_executor").setLevel(logging.WARNING)
+        fs_logger = logging.getLogger("faststream.command_executor")
+        fs_logger.setLevel(logging.WARNING)
+        fs_logger.addFilter(_idle_fetch_timeout)
         self.broker = NatsBroker(settings.nats_url, max_reconnect_attempts=-1,
                                  name=f"{SERVICE}-{settings.replica_id}", log_level=logging.DEBUG,
                                  logger=logging.getLogger("faststream.command_executor"))
