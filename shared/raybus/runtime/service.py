@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -16,6 +17,8 @@ from pydantic import BaseModel, ConfigDict
 from raybus.observability.logging import setup_logging
 from raybus.observability.metrics import serve_metrics
 from raybus.observability.tracing import setup_tracing
+
+STOP_GRACE_S = 8.0
 
 
 class Service(Protocol):
@@ -71,4 +74,13 @@ async def run_service(settings: CommonSettings, app: Service) -> None:
     log.info("started", extra={"replica": settings.replica_id})
     await stop.wait()
     log.info("stopping")
-    await app.stop()
+    # Bounded, well inside Kubernetes' 30 s default grace period: nothing of value is lost by a
+    # hard exit (leases expire, unacked messages are redelivered), while a stop that hangs would
+    # keep a partition's lease renewed-but-unserved until SIGKILL.
+    stopping = asyncio.ensure_future(app.stop())
+    done, _ = await asyncio.wait({stopping}, timeout=STOP_GRACE_S)
+    if not done:
+        log.error("stop did not finish; exiting anyway", extra={"grace_s": STOP_GRACE_S})
+        logging.shutdown()
+        os._exit(1)
+    stopping.result()
