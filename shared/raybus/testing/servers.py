@@ -13,8 +13,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 
 def free_port() -> int:
@@ -33,11 +35,17 @@ def _binary(name: str) -> str:
     return found
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+class ServerExitedEarly(RuntimeError):
+    pass
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0,
+               log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited early with code {proc.returncode}")
+            tail = log.read_text(errors="replace")[-600:] if log is not None and log.exists() else ""
+            raise ServerExitedEarly(f"server exited early with code {proc.returncode}: {tail}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return
         time.sleep(0.05)
@@ -54,10 +62,11 @@ class ServerProcess:
     proc: subprocess.Popen[bytes] | None = field(default=None)
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(
-            self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.data_dir
-        )
-        _wait_port(self.port, self.proc)
+        log = self.data_dir / "server.log"  # why a server would not start is otherwise lost
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
+                                         cwd=self.data_dir)
+        _wait_port(self.port, self.proc, log=log)
 
     def stop(self, *, kill: bool = False) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -77,6 +86,9 @@ class ServerProcess:
         self.start()
 
 
+S = TypeVar("S", bound="ServerProcess")
+
+
 @dataclass
 class NatsServer(ServerProcess):
     @property
@@ -94,22 +106,36 @@ class RedisServer(ServerProcess):
 def start_nats(data_dir: Path | None = None, port: int | None = None) -> NatsServer:
     data = data_dir or Path(tempfile.mkdtemp(prefix="raybus-nats-"))
     data.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
-    argv = [_binary("nats-server"), "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(data)]
-    server = NatsServer(argv=argv, port=port, data_dir=data)
-    server.start()
-    return server
+
+    def make(p: int) -> NatsServer:
+        argv = [_binary("nats-server"), "-js", "-a", "127.0.0.1", "-p", str(p), "-sd", str(data)]
+        return NatsServer(argv=argv, port=p, data_dir=data)
+    return _start_on_free_port(make, port)
 
 
 def start_redis(data_dir: Path | None = None, port: int | None = None) -> RedisServer:
     data = data_dir or Path(tempfile.mkdtemp(prefix="raybus-redis-"))
     data.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
-    # appendonly: expectations and deletion timestamps must survive a Redis restart.
-    argv = [
-        _binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
-        "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-    ]
-    server = RedisServer(argv=argv, port=port, data_dir=data)
-    server.start()
-    return server
+
+    def make(p: int) -> RedisServer:
+        # appendonly: expectations and deletion timestamps must survive a Redis restart.
+        argv = [
+            _binary("redis-server"), "--port", str(p), "--bind", "127.0.0.1", "--dir", str(data),
+            "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+        ]
+        return RedisServer(argv=argv, port=p, data_dir=data)
+    return _start_on_free_port(make, port)
+
+
+def _start_on_free_port(make: Callable[[int], S], port: int | None, attempts: int = 3) -> S:
+    """A free port can be taken by someone else between our probe and the server's bind; when we
+    chose the port, try another one (a port the caller asked for is not ours to change)."""
+    for attempt in range(attempts):
+        server = make(port or free_port())
+        try:
+            server.start()
+            return server
+        except ServerExitedEarly:
+            if port is not None or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
