@@ -104,7 +104,8 @@ class RedisServer(ServerProcess):
 
 
 def start_nats(data_dir: Path | None = None, port: int | None = None) -> NatsServer:
-    data = data_dir or Path(tempfile.mkdtemp(prefix="raybus-nats-"))
+    # Absolute: the server runs with cwd=data, so a relative path would be resolved twice.
+    data = (data_dir or Path(tempfile.mkdtemp(prefix="raybus-nats-"))).resolve()
     data.mkdir(parents=True, exist_ok=True)
 
     def make(p: int) -> NatsServer:
@@ -114,7 +115,7 @@ def start_nats(data_dir: Path | None = None, port: int | None = None) -> NatsSer
 
 
 def start_redis(data_dir: Path | None = None, port: int | None = None) -> RedisServer:
-    data = data_dir or Path(tempfile.mkdtemp(prefix="raybus-redis-"))
+    data = (data_dir or Path(tempfile.mkdtemp(prefix="raybus-redis-"))).resolve()
     data.mkdir(parents=True, exist_ok=True)
 
     def make(p: int) -> RedisServer:
