@@ -32,11 +32,13 @@ def test_relative_data_dirs_work(tmp_path, monkeypatch) -> None:  # type: ignore
     resolved a second time relative to it."""
     monkeypatch.chdir(tmp_path)
     nats_srv = start_nats(Path("rel/nats"))
-    redis_srv = start_redis(Path("rel/redis"))
+    redis_srv = None
     try:
+        redis_srv = start_redis(Path("rel/redis"))
         assert nats_srv.data_dir == tmp_path / "rel/nats"
         assert redis_srv.proc is not None and redis_srv.proc.poll() is None
         assert (tmp_path / "rel/nats/jetstream").is_dir()
     finally:
         nats_srv.stop()
-        redis_srv.stop()
+        if redis_srv is not None:
+            redis_srv.stop()

@@ -63,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        # A second Ctrl-C/SIGTERM (make and timeout both forward one) must not abort the stop
+        # half-way and leave servers behind: each process gets its own bounded stop anyway.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print("stopping raybus ...", flush=True)
         stack.stop()
         print("stopped", flush=True)
