@@ -85,27 +85,22 @@ class CommandExecutorService:
         fs_logger.addFilter(_idle_fetch_timeout)
         self.broker = NatsBroker(settings.nats_url, max_reconnect_attempts=-1,
                                  name=f"{SERVICE}-{settings.replica_id}", log_level=logging.DEBUG,
-                                 logger=logging.getLogger("faststream.command_executor"))
+                                 logger=fs_logger)
         self.applied = 0  # batches finished (observable for tests / bench)
-        self.broker.subscriber(
-            s.commands_filter(),
-            stream=JStream(name=s.STREAM_COMMANDS, declare=False),
-            durable=command_consumer_config(self.bus).durable_name,
-            config=command_consumer_config(self.bus),
-            pull_sub=PullSub(batch_size=settings.concurrency, timeout=1.0),
-            max_workers=settings.concurrency,
-            ack_policy=AckPolicy.MANUAL,
-        )(self._handle)
-        # Status writes: same handler, own last-value stream (a newer status replaces a queued one).
-        self.broker.subscriber(
-            s.status_filter(),
-            stream=JStream(name=s.STREAM_STATUS, declare=False),
-            durable=status_consumer_config(self.bus).durable_name,
-            config=status_consumer_config(self.bus),
-            pull_sub=PullSub(batch_size=settings.concurrency, timeout=1.0),
-            max_workers=settings.concurrency,
-            ack_policy=AckPolicy.MANUAL,
-        )(self._handle)
+        # Commands, and status writes on their own last-value stream (a newer status replaces a
+        # queued one): same handler, same concurrency.
+        for subject, stream, config in (
+                (s.commands_filter(), s.STREAM_COMMANDS, command_consumer_config(self.bus)),
+                (s.status_filter(), s.STREAM_STATUS, status_consumer_config(self.bus))):
+            self.broker.subscriber(
+                subject,
+                stream=JStream(name=stream, declare=False),
+                durable=config.durable_name,
+                config=config,
+                pull_sub=PullSub(batch_size=settings.concurrency, timeout=1.0),
+                max_workers=settings.concurrency,
+                ack_policy=AckPolicy.MANUAL,
+            )(self._handle)
 
     @property
     def nc(self) -> NATS:

@@ -11,7 +11,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raybus.testing.servers import NatsServer, RedisServer, free_port, start_nats, start_redis
+from raybus.testing.servers import (
+    NatsServer,
+    RedisServer,
+    free_port,
+    start_nats,
+    start_redis,
+    stop_process,
+)
 
 SERVICES = ["watcher", "command_executor", "cluster_reconciler", "job_reconciler",
             "service_reconciler", "dashboard_poller"]
@@ -110,17 +117,7 @@ class LocalStack:
 
 
 def stop_proc(proc: Proc, *, kill: bool = False) -> None:
-    if proc.popen.poll() is not None:
-        return
-    if kill:
-        proc.popen.kill()
-    else:
-        proc.popen.terminate()
-    try:
-        proc.popen.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.popen.kill()
-        proc.popen.wait(5)
+    stop_process(proc.popen, kill=kill)
 
 
 def wait_for_line(proc: Proc, needle: str, timeout: float = 60.0, *,

@@ -66,7 +66,6 @@ class ControllerRuntime:
         self.leases: PartitionLeases | None = None
         self._tracer = trace.get_tracer(f"raybus.{controller.value}")
         self.reconciling: set[ObjectKey] = set()  # observable for tests
-        self._stopping = False
 
     def partition(self, key: ObjectKey) -> int:
         return s.partition_of(key.namespace, key.name, self.bus.partitions)
@@ -84,7 +83,6 @@ class ControllerRuntime:
         self._tasks += [asyncio.create_task(self._worker()) for _ in range(self._workers)]
 
     async def stop(self) -> None:
-        self._stopping = True
         await cancel_and_wait([*self._tasks, *self._fetchers.values()])
         self._fetchers.clear()
         if self.leases is not None:
@@ -141,7 +139,7 @@ class ControllerRuntime:
         psub = await js.pull_subscribe_bind(durable=config.durable_name or "",
                                             stream=s.STREAM_TRIGGERS)
         try:
-            while not self._stopping:  # see runtime/tasks.py: a cancel may be swallowed by fetch
+            while True:  # stopped by cancel_and_wait, which re-cancels a swallowed cancel
                 try:
                     msgs = await psub.fetch(256, timeout=1.0)
                 except (FetchTimeoutError, NatsTimeout, TimeoutError):

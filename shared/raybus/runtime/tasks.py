@@ -35,12 +35,6 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]], *, timeout_s: floa
     _retrieve(every)
 
 
-async def wait_ended(task: asyncio.Task[Any]) -> None:
-    """Wait for `task` to end, whatever its outcome, without swallowing our own cancellation."""
-    await asyncio.wait([task])
-    _retrieve([task])
-
-
 def _retrieve(tasks: list[asyncio.Task[Any]]) -> None:
     # A stopped task's exception is of no further use, but unretrieved it is logged at exit.
     for task in tasks:

@@ -52,6 +52,21 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0,
     raise TimeoutError(f"port {port} did not open in {timeout}s")
 
 
+def stop_process(proc: subprocess.Popen[bytes], *, kill: bool = False) -> None:
+    """SIGTERM (or SIGKILL), then SIGKILL if it has not exited within 10 s."""
+    if proc.poll() is not None:
+        return
+    if kill:
+        proc.kill()
+    else:
+        proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 @dataclass
 class ServerProcess:
     """One server subprocess; `restart()` keeps port and data dir (for persistence tests)."""
@@ -69,17 +84,8 @@ class ServerProcess:
         _wait_port(self.port, self.proc, log=log)
 
     def stop(self, *, kill: bool = False) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        if kill:
-            self.proc.kill()
-        else:
-            self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        if self.proc is not None:
+            stop_process(self.proc, kill=kill)
 
     def restart(self) -> None:
         self.stop()

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Any
 
-from raybus_sim.apiserver.errors import ApiError
 from raybus_sim.apiserver.store import Event, Obj, Store
+from raybus_sim.kubelet.keyed import KeyedController
 
-log = logging.getLogger(__name__)
 MANAGED_BY = "endpointslice-controller.k8s.io"
 
 
@@ -17,13 +14,11 @@ def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-class EndpointSliceController:
+class EndpointSliceController(KeyedController):
+    name = "endpointslice"
+
     def __init__(self, store: Store, *, debounce: float = 0.01) -> None:
-        self.store = store
-        self.debounce = debounce
-        self.dirty: set[tuple[str, str]] = set()
-        self.wake = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        super().__init__(store, debounce=debounce)
         reg = store.registry
         self.svc_rt = reg.get("", "v1", "services")
         self.pod_rt = reg.get("", "v1", "pods")
@@ -33,21 +28,12 @@ class EndpointSliceController:
 
     def start(self) -> None:
         assert self.svc_rt is not None
-        for svc in self.store.list(self.svc_rt, None):
-            self.dirty.add((svc["metadata"]["namespace"], svc["metadata"]["name"]))
-        self.wake.set()
-        self.task = asyncio.get_running_loop().create_task(self.run())
-
-    async def stop(self) -> None:
-        if self.task:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
+        self.start_with(self.store.list(self.svc_rt, None))
 
     def on_event(self, ev: Event) -> None:
         gr = ev.rt.gr
         if gr == "services":
-            self.dirty.add((ev.obj["metadata"]["namespace"], ev.obj["metadata"]["name"]))
-            self.wake.set()
+            self.mark(ev.obj["metadata"]["namespace"], ev.obj["metadata"]["name"])
         elif gr == "pods":
             assert self.svc_rt is not None
             ns = ev.obj["metadata"].get("namespace", "")
@@ -56,22 +42,7 @@ class EndpointSliceController:
             for svc in self.store.list(self.svc_rt, ns):
                 sel = (svc.get("spec") or {}).get("selector")
                 if sel and (_selects(sel, labels) or _selects(sel, old_labels)):
-                    self.dirty.add((ns, svc["metadata"]["name"]))
-                    self.wake.set()
-
-    async def run(self) -> None:
-        while True:
-            await self.wake.wait()
-            await asyncio.sleep(self.debounce)  # coalesce bursts (e.g. 1,000 pods turning Ready)
-            self.wake.clear()
-            batch, self.dirty = self.dirty, set()
-            for ns, name in batch:
-                try:
-                    self.sync(ns, name)
-                except ApiError as err:
-                    log.debug("endpointslice %s/%s: %s", ns, name, err.message)
-                    self.dirty.add((ns, name))
-                    self.wake.set()
+                    self.mark(ns, svc["metadata"]["name"])
 
     def _ports(self, svc: Obj, pods: list[Obj]) -> list[dict[str, Any]]:
         out = []

@@ -5,15 +5,11 @@ Simplified: no job-tracking finalizers, no indexed completion, no podFailurePoli
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Any
 
 from raybus_sim.apiserver.defaults import now_rfc3339
-from raybus_sim.apiserver.errors import ApiError
 from raybus_sim.apiserver.store import Event, Store
-
-log = logging.getLogger(__name__)
+from raybus_sim.kubelet.keyed import KeyedController
 
 
 def _cond(ctype: str, reason: str, message: str) -> dict[str, Any]:
@@ -22,52 +18,27 @@ def _cond(ctype: str, reason: str, message: str) -> dict[str, Any]:
             "lastTransitionTime": now}
 
 
-class JobController:
+class JobController(KeyedController):
+    name = "job"
+
     def __init__(self, store: Store) -> None:
-        self.store = store
-        self.dirty: set[tuple[str, str]] = set()
-        self.wake = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        super().__init__(store)
         self.job_rt = store.registry.get("batch", "v1", "jobs")
         self.pod_rt = store.registry.get("", "v1", "pods")
         store.listeners.append(self.on_event)
 
     def start(self) -> None:
         assert self.job_rt is not None
-        for job in self.store.list(self.job_rt, None):
-            self.dirty.add((job["metadata"]["namespace"], job["metadata"]["name"]))
-        self.wake.set()
-        self.task = asyncio.get_running_loop().create_task(self.run())
-
-    async def stop(self) -> None:
-        if self.task:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
+        self.start_with(self.store.list(self.job_rt, None))
 
     def on_event(self, ev: Event) -> None:
         meta = ev.obj["metadata"]
         if ev.rt.gr == "jobs.batch" and ev.type != "DELETED":
-            self.dirty.add((meta["namespace"], meta["name"]))
-            self.wake.set()
+            self.mark(meta["namespace"], meta["name"])
         elif ev.rt.gr == "pods":
             for ref in meta.get("ownerReferences") or ():
                 if ref.get("kind") == "Job" and ref.get("controller"):
-                    self.dirty.add((meta["namespace"], ref["name"]))
-                    self.wake.set()
-
-    async def run(self) -> None:
-        while True:
-            await self.wake.wait()
-            await asyncio.sleep(0)
-            self.wake.clear()
-            batch, self.dirty = self.dirty, set()
-            for ns, name in batch:
-                try:
-                    self.sync(ns, name)
-                except ApiError as err:
-                    log.debug("job %s/%s: %s", ns, name, err.message)
-                    self.dirty.add((ns, name))
-                    self.wake.set()
+                    self.mark(meta["namespace"], ref["name"])
 
     def sync(self, ns: str, name: str) -> None:
         assert self.job_rt and self.pod_rt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from raybus.runtime.tasks import cancel_and_wait, wait_ended
+from raybus.runtime.tasks import cancel_and_wait
 
 
 async def _stubborn(swallow: int, ticks: list[int]) -> None:
@@ -37,13 +37,3 @@ async def test_failed_and_finished_tasks_are_fine() -> None:
     await asyncio.sleep(0.01)
     await cancel_and_wait([failed, finished])
     assert failed.done() and finished.done()
-
-
-async def test_waiting_for_a_task_keeps_our_own_cancellation() -> None:
-    inner = asyncio.create_task(asyncio.sleep(10))
-    outer = asyncio.create_task(wait_ended(inner))
-    await asyncio.sleep(0.01)
-    outer.cancel()
-    await asyncio.wait([outer])
-    assert outer.cancelled()  # suppress(CancelledError) around `await inner` would not be
-    inner.cancel()
