@@ -29,6 +29,7 @@ from raybus.bus.codec import encode, publish_headers
 from raybus.bus.envelopes import DashboardObservation, ObjectKey
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.dashboard import next_delay, poll_targets
+from raybus.decisions.dashboard_contract import ClusterObservation
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.service import CommonSettings
 from raybus.runtime.tasks import cancel_and_wait
@@ -71,7 +72,7 @@ class DashboardPoller:
         async def on_msg(msg: Msg) -> None:
             with contextlib.suppress(ValidationError):
                 obs = DashboardObservation.model_validate_json(msg.data)
-                self._published[(obs.key.namespace, obs.cluster)] = obs.reachable
+                self._published[(obs.key.namespace, obs.key.name)] = obs.observation.reachable
             if msg.metadata.sequence.stream >= last:
                 done.set()
 
@@ -123,8 +124,10 @@ class DashboardPoller:
 
     async def _publish(self, namespace: str, cluster: str, *, reachable: bool) -> None:
         assert self._nc is not None
-        obs = DashboardObservation(key=ObjectKey(namespace=namespace, name=cluster), kind="raycluster",
-                                   cluster=cluster, reachable=reachable, observed_at=datetime.now(UTC))
+        obs = DashboardObservation(
+            key=ObjectKey(namespace=namespace, name=cluster), kind="raycluster",
+            observation=ClusterObservation(namespace=namespace, cluster=cluster, reachable=reachable),
+            observed_at=datetime.now(UTC))
         await self._nc.jetstream().publish(s.dashboard_subject(namespace, cluster), encode(obs),
                                            headers=publish_headers())
         self._published[(namespace, cluster)] = reachable

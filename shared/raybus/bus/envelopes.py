@@ -13,6 +13,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from raybus.decisions.commands import Command
+from raybus.decisions.dashboard_contract import (
+    ClusterObservation,
+    DashboardCommand,
+    DashboardCommandResult,
+    DashboardInterest,
+)
 
 SCHEMA_VERSION = 1
 
@@ -84,10 +90,32 @@ class Outcome(Envelope):
 
 
 class DashboardObservation(Envelope):
-    """A change the dashboard-poller saw on one Ray cluster's dashboard (only changes)."""
+    """What one Ray cluster's dashboard answered, published by the dashboard-poller only when it
+    changed (observed_at is not part of the comparison). key = the RayCluster's namespace/name."""
 
-    cluster: str
-    reachable: bool
-    jobs: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    serve: dict[str, Any] | None = None
+    observation: ClusterObservation
     observed_at: datetime
+
+
+class DashboardInterestMessage(Envelope):
+    """A reconciler's declaration of what it needs observed for one owner (RayJob/RayService);
+    key = the owner. Last value per owner: a newer one replaces the older entirely."""
+
+    controller: str
+    interest: DashboardInterest
+
+
+class DashboardCommandMessage(Envelope):
+    """One dashboard write for the dashboard-poller; key = the owner (RayJob/RayService)."""
+
+    controller: str
+    command_id: str
+    command: DashboardCommand
+
+
+class DashboardResultMessage(Envelope):
+    """How one DashboardCommandMessage ended; key = the owner."""
+
+    controller: str
+    result: DashboardCommandResult
+    finished_at: datetime

@@ -66,6 +66,12 @@ def stream_configs(settings: BusSettings) -> list[StreamConfig]:
                      retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
         _stream(name=s.STREAM_DASHBOARD, subjects=[s.dashboard_filter()],
                      retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
+        _stream(name=s.STREAM_DASHBOARD_INTEREST, subjects=[s.dashboard_interest_filter()],
+                retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
+        _stream(name=s.STREAM_DASHBOARD_COMMANDS, subjects=[s.dashboard_commands_filter()],
+                retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s),
+        _stream(name=s.STREAM_DASHBOARD_RESULTS, subjects=[s.dashboard_results_filter()],
+                retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
         _stream(name=s.STREAM_DEAD_LETTERS, subjects=[s.dead_letter_filter()],
                      retention=RetentionPolicy.LIMITS, max_age=7 * DAY),
     ]

@@ -127,6 +127,34 @@ def dashboard_filter() -> str:
     return f"{PREFIX}.dash.>"
 
 
+def dashboard_interest_subject(controller: Controller | str, namespace: str, name: str) -> str:
+    """What one owner (RayJob/RayService) needs the dashboard-poller to observe (last value)."""
+    return f"{PREFIX}.dashwant.{Controller(controller).value}.{token(namespace)}.{token(name)}"
+
+
+def dashboard_interest_filter() -> str:
+    return f"{PREFIX}.dashwant.>"
+
+
+def dashboard_command_subject(controller: Controller | str, namespace: str, name: str) -> str:
+    """Dashboard writes (submit/stop/delete job, PUT/DELETE Serve) for one owner."""
+    return f"{PREFIX}.dashcmd.{Controller(controller).value}.{token(namespace)}.{token(name)}"
+
+
+def dashboard_commands_filter() -> str:
+    return f"{PREFIX}.dashcmd.>"
+
+
+def dashboard_result_subject(controller: Controller | str, namespace: str, name: str) -> str:
+    return f"{PREFIX}.dashresult.{Controller(controller).value}.{token(namespace)}.{token(name)}"
+
+
+def dashboard_results_filter(controller: Controller | str | None = None) -> str:
+    if controller is None:
+        return f"{PREFIX}.dashresult.>"
+    return f"{PREFIX}.dashresult.{Controller(controller).value}.>"
+
+
 # --- dead letters: undecodable messages, per consuming service ----------------------------------
 def dead_letter_subject(service: str) -> str:
     return f"{PREFIX}.dlq.{token(service)}"
@@ -143,6 +171,9 @@ STREAM_COMMANDS = "RAYBUS_COMMANDS"
 STREAM_STATUS = "RAYBUS_STATUS"
 STREAM_OUTCOMES = "RAYBUS_OUTCOMES"
 STREAM_DASHBOARD = "RAYBUS_DASHBOARD"
+STREAM_DASHBOARD_INTEREST = "RAYBUS_DASHBOARD_INTEREST"
+STREAM_DASHBOARD_COMMANDS = "RAYBUS_DASHBOARD_COMMANDS"
+STREAM_DASHBOARD_RESULTS = "RAYBUS_DASHBOARD_RESULTS"
 STREAM_DEAD_LETTERS = "RAYBUS_DLQ"
 KV_LEASES = "raybus-leases"
 
