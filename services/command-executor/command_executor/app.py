@@ -1,17 +1,22 @@
 """The command executor: the only raybus component with Kubernetes write access.
 
-Consumes CommandBatch messages from RAYBUS_COMMANDS (a work queue) with FastStream, through the
-shared durable pull consumer `command-executor` (streams.command_consumer_config): any number of
-replicas share it, each batch goes to one of them.
+Consumes CommandBatch messages from RAYBUS_COMMANDS (a work queue) through the shared durable pull
+consumer `command-executor`, and status writes from RAYBUS_STATUS (last value per object) through
+`command-executor-status`: any number of replicas share them, each message goes to one of them.
+`runtime.pull.PullWorkers` keeps every message it holds alive with in-progress acks, so ack_wait is
+a few seconds and a dead replica's batches reach another replica that fast.
 
-Acknowledgement is manual (AckPolicy.MANUAL), because FastStream's JetStream default
-(REJECT_ON_ERROR) would `term` a batch whose handler raised, i.e. drop a reconcile's commands:
-- decoded and applied (success or permanent failure) -> publish Outcome (+ Trigger on failure) -> ack;
-- a transient API error (429/5xx/connection) -> nak with a growing delay: the whole batch is
-  redelivered, which is safe because every command is idempotent; on the last allowed delivery
-  the failure is reported (Outcome + Trigger) and acked instead, so the reconciler decides again;
-- undecodable -> dead-letter subject (raybus.dlq.command-executor), counted, then ack;
-- an unexpected exception in the handler -> nak with delay, never a silent drop.
+Every command batch goes through the command ledger (`bus/ledger.py`) first: claim, apply, record
+the results, publish the Outcome, ack. Hence, whatever JetStream redelivers or duplicates:
+- a batch is applied at most once (a redelivered `done` batch is answered from the ledger);
+- a batch its reconciler revoked is answered "expired" and never applied;
+- two replicas never apply one batch at once (a claim is a lease; a lost lease stops the loser).
+Acknowledgement is explicit: decoded and applied (success or permanent failure) -> Outcome -> ack;
+a transient API error (429/5xx/connection) -> claim released, nak with a growing delay (the
+batch is redelivered; commands are idempotent); on the last allowed delivery the failure is
+reported instead; undecodable -> dead-letter subject, counted, ack. Failures are reported in the
+Outcome only: the reconciler's rate limiter decides when to look again (controller-runtime's
+AddRateLimited), not an immediate trigger.
 """
 
 from __future__ import annotations
@@ -19,19 +24,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+import uuid
 from datetime import UTC, datetime
 
-from faststream import AckPolicy
-from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
+import nats
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from opentelemetry import trace
 
 from command_executor.executor import BatchResult, Executor
+from command_executor.mapping import describe, target_of
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
 from raybus.bus import subjects as s
 from raybus.bus.codec import decode_or_dead_letter
-from raybus.bus.envelopes import CommandBatch, Outcome
-from raybus.bus.publish import publish_outcome, publish_trigger
+from raybus.bus.envelopes import CommandBatch, CommandResult, Outcome
+from raybus.bus.ledger import BatchLedger, BatchRecord
+from raybus.bus.publish import publish_outcome
 from raybus.bus.streams import (
     BusSettings,
     command_consumer_config,
@@ -40,7 +49,9 @@ from raybus.bus.streams import (
 )
 from raybus.observability.metrics import MESSAGES
 from raybus.observability.tracing import extract_context
+from raybus.runtime.pull import PullWorkers
 from raybus.runtime.service import CommonSettings
+from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("raybus.command-executor")
@@ -51,23 +62,12 @@ class ExecutorSettings(CommonSettings):
     service: str = SERVICE
     kube_qps: float = 100.0  # KubeRay's --kube-api-qps default
     kube_burst: int = 200  # KubeRay's --kube-api-burst default
-    # Batches applied at once (FastStream max_workers; without it a pull subscriber handles one
-    # message at a time). Batches for one object still run one after another (Executor's lock).
+    # Batches applied at once. Batches for one object still run one after another (Executor's lock).
     concurrency: int = 32
-    ack_wait_s: float = 30.0
+    ack_wait_s: float = 5.0  # executor consumers; heartbeats every ack_wait/3 keep work alive
     max_deliver: int = 20
     nak_delay_s: float = 1.0  # first redelivery delay after a transient error; doubles, capped
     status_retries: int = 5
-
-
-def _idle_fetch_timeout(record: logging.LogRecord) -> bool:
-    """Drop FastStream's "raised an exception, retrying" for an idle pull fetch.
-
-    nats-py's fetch sometimes ends an empty wait with a bare asyncio TimeoutError instead of
-    nats.errors.TimeoutError (nats-io/nats.py#709); FastStream only suppresses the latter, so
-    its supervisor restarts the fetch task (which is right) and logs an ERROR (which is not)."""
-    exc = record.exc_info[1] if record.exc_info else None
-    return not (type(exc) is TimeoutError and "retrying" in record.getMessage())
 
 
 class CommandExecutorService:
@@ -75,36 +75,18 @@ class CommandExecutorService:
         self.settings = settings
         self._kube = kube
         self.executor: Executor | None = None
-        self.bus = BusSettings(partitions=settings.partitions, ack_wait_s=settings.ack_wait_s,
+        self.ledger: BatchLedger | None = None
+        self.bus = BusSettings(partitions=settings.partitions, executor_ack_wait_s=settings.ack_wait_s,
                                max_deliver=settings.max_deliver)
-        # FastStream logs every message at INFO with its own handler; per-batch logging is ours
-        # (with reasons), so its logs go through the service's JSON handler, below INFO. Its task
-        # supervisor also logs each stopped fetch/worker task at INFO: only warnings are kept.
-        fs_logger = logging.getLogger("faststream.command_executor")
-        fs_logger.setLevel(logging.WARNING)
-        fs_logger.addFilter(_idle_fetch_timeout)
-        self.broker = NatsBroker(settings.nats_url, max_reconnect_attempts=-1,
-                                 name=f"{SERVICE}-{settings.replica_id}", log_level=logging.DEBUG,
-                                 logger=fs_logger)
+        self._nc: NATS | None = None
+        self._workers: list[PullWorkers] = []
         self.applied = 0  # batches finished (observable for tests / bench)
-        # Commands, and status writes on their own last-value stream (a newer status replaces a
-        # queued one): same handler, same concurrency.
-        for subject, stream, config in (
-                (s.commands_filter(), s.STREAM_COMMANDS, command_consumer_config(self.bus)),
-                (s.status_filter(), s.STREAM_STATUS, status_consumer_config(self.bus))):
-            self.broker.subscriber(
-                subject,
-                stream=JStream(name=stream, declare=False),
-                durable=config.durable_name,
-                config=config,
-                pull_sub=PullSub(batch_size=settings.concurrency, timeout=1.0),
-                max_workers=settings.concurrency,
-                ack_policy=AckPolicy.MANUAL,
-            )(self._handle)
+        self.answered_from_ledger = 0  # redeliveries answered without applying again
 
     @property
     def nc(self) -> NATS:
-        return self.broker.connection
+        assert self._nc is not None
+        return self._nc
 
     async def start(self) -> None:
         if self._kube is None:
@@ -115,78 +97,151 @@ class CommandExecutorService:
                                                                       self.settings.kube_burst))
         self.executor = Executor(self._kube, status_retries=self.settings.status_retries,
                                  host=self.settings.replica_id or None, events_kube=events_kube)
-        await self.broker.connect()
-        await ensure_streams(self.nc.jetstream(), self.bus)  # JStream(declare=False): we own streams
-        await self.broker.start()
+        self._nc = await nats.connect(self.settings.nats_url, max_reconnect_attempts=-1,
+                                      name=f"{SERVICE}-{self.settings.replica_id}")
+        js = self.nc.jetstream()
+        await ensure_streams(js, self.bus)
+        self.ledger = await BatchLedger.open(js)
+        self._workers = [
+            PullWorkers(self.nc, stream=s.STREAM_COMMANDS, config=command_consumer_config(self.bus),
+                        handler=self._handle_command, concurrency=self.settings.concurrency,
+                        name="commands", nak_delay_s=self.settings.nak_delay_s),
+            PullWorkers(self.nc, stream=s.STREAM_STATUS, config=status_consumer_config(self.bus),
+                        handler=self._handle_status, concurrency=self.settings.concurrency,
+                        name="status", nak_delay_s=self.settings.nak_delay_s),
+        ]
+        for workers in self._workers:
+            await workers.start()
 
     async def stop(self) -> None:
-        await self.broker.stop()
+        for workers in self._workers:
+            await workers.stop()
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                await self._nc.drain()
         if self._kube is not None:
             with contextlib.suppress(Exception):
                 await self._kube.close()
 
-    async def _handle(self, msg: NatsMessage) -> None:
-        raw = msg.raw_message
-        try:
-            batch = await decode_or_dead_letter(CommandBatch, data=raw.data, subject=raw.subject,
-                                                nc=self.nc, service=SERVICE)
-            if batch is None:
-                MESSAGES.labels(SERVICE, "command", "dead_letter").inc()
-                await msg.ack()
-                return
-            await self._apply_and_ack(batch, msg)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("command batch handler failed; redelivering", extra={"subject": raw.subject})
-            await msg.nack(delay=self.settings.nak_delay_s)
-
-    async def _apply_and_ack(self, batch: CommandBatch, msg: NatsMessage) -> None:
-        assert self.executor is not None
-        raw = msg.raw_message
-        delivered = raw.metadata.num_delivered if raw.metadata else 1
-        # Continue the reconcile's trace across the NATS hop; Outcome/Trigger publishes carry it on.
-        with tracer.start_as_current_span("apply-batch", context=extract_context(raw.headers), attributes={
-                "raybus.key": str(batch.key), "raybus.reconcile_id": batch.reconcile_id}):
-            result = await self._apply_with_heartbeat(batch, msg)
-            if result.transient and delivered < self.settings.max_deliver:
-                delay = min(self.settings.nak_delay_s * 2 ** (delivered - 1), 30.0)
-                log.info("transient API error, batch redelivered later", extra={
-                    "reconcile_id": batch.reconcile_id, "delivered": delivered, "delay_s": delay})
-                MESSAGES.labels(SERVICE, "command", "nak").inc()
-                await msg.nack(delay=delay)
-                return
-            await self._report(batch, result)
+    async def _decode(self, msg: Msg) -> CommandBatch | None:
+        batch = await decode_or_dead_letter(CommandBatch, data=msg.data, subject=msg.subject,
+                                            nc=self.nc, service=SERVICE)
+        if batch is None:
+            MESSAGES.labels(SERVICE, "command", "dead_letter").inc()
             await msg.ack()
-            MESSAGES.labels(SERVICE, "command", "failed" if result.failed else "ok").inc()
+        return batch
+
+    # --- status writes: level state, last value per object; no ledger needed ---------------------
+    async def _handle_status(self, msg: Msg) -> None:
+        batch = await self._decode(msg)
+        if batch is None:
+            return
+        assert self.executor is not None
+        with tracer.start_as_current_span("apply-status", context=extract_context(msg.headers),
+                                          attributes={"raybus.key": str(batch.key)}):
+            result = await self.executor.apply(batch)
+            if await self._nak_transient(msg, batch, result):
+                return
+            await self._report(batch, result.results)
+            await msg.ack()
             self.applied += 1
 
-    async def _apply_with_heartbeat(self, batch: CommandBatch, msg: NatsMessage) -> BatchResult:
-        """Long batches (rate limited) tell JetStream they are still in progress, so ack_wait
-        does not hand the same batch to another replica mid-apply."""
-        assert self.executor is not None
-        task = asyncio.ensure_future(self.executor.apply(batch))
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=self.settings.ack_wait_s / 3)
-            if done:
-                return task.result()
-            with contextlib.suppress(Exception):
-                await msg.in_progress()
+    # --- command batches: through the ledger ---------------------------------------------------------
+    async def _handle_command(self, msg: Msg) -> None:
+        batch = await self._decode(msg)
+        if batch is None:
+            return
+        assert self.ledger is not None
+        holder = f"{self.settings.replica_id}/{uuid.uuid4().hex[:8]}"  # one per handling
+        lease_s = self.settings.ack_wait_s
+        claim = await self.ledger.claim(batch.reconcile_id, holder=holder, lease_s=lease_s,
+                                        now=time.time())
+        if not claim.won:
+            await self._answer_unclaimed(msg, batch, claim.record)
+            return
+        with tracer.start_as_current_span("apply-batch", context=extract_context(msg.headers), attributes={
+                "raybus.key": str(batch.key), "raybus.reconcile_id": batch.reconcile_id}):
+            result = await self._apply_under_lease(batch, holder=holder, revision=claim.revision)
+            if result is None:  # the lease was lost: the replica that took it over reports
+                return
+            batch_result, revision = result
+            if batch_result.transient and self._delivered(msg) < self.settings.max_deliver:
+                await self.ledger.release(batch.reconcile_id, revision=revision)
+                await self._nak_transient(msg, batch, batch_result)
+                return
+            if not await self.ledger.finish(batch.reconcile_id, revision=revision,
+                                            results=batch_result.results, now=time.time()):
+                return
+            await self._report(batch, batch_result.results)
+            await msg.ack()
+            MESSAGES.labels(SERVICE, "command", "failed" if batch_result.failed else "ok").inc()
+            self.applied += 1
 
-    async def _report(self, batch: CommandBatch, result: BatchResult) -> None:
-        js = self.nc.jetstream()
-        await publish_outcome(js, Outcome(
+    async def _answer_unclaimed(self, msg: Msg, batch: CommandBatch, record: BatchRecord | None) -> None:
+        """A batch we may not apply: already done (redelivered/duplicated), revoked by its
+        reconciler, or being applied by a live replica right now."""
+        if record is not None and record.state == "done":
+            await self._report(batch, record.results)
+            await msg.ack()
+            self.answered_from_ledger += 1
+            return
+        if record is not None and record.state == "revoked":
+            log.info("batch revoked by its reconciler; not applied", extra={
+                "reconcile_id": batch.reconcile_id, "key": str(batch.key)})
+            await self._report(batch, [
+                CommandResult(op=c.op, target=describe(target_of(c, batch)), ok=False, expired=True,
+                              message="revoked by the reconciler before any executor applied it")
+                for c in batch.commands])
+            await msg.ack()
+            MESSAGES.labels(SERVICE, "command", "expired").inc()
+            return
+        # Held under a live lease by another replica (or a handler of ours): it reports and acks.
+        wait = max(0.2, (record.lease_until - time.time()) if record is not None else 1.0)
+        await msg.nak(delay=min(wait + 0.1, self.settings.ack_wait_s))
+
+    async def _apply_under_lease(self, batch: CommandBatch, *, holder: str,
+                                 revision: int) -> tuple[BatchResult, int] | None:
+        """Apply while renewing the claim; None if another replica took the claim over."""
+        assert self.executor is not None and self.ledger is not None
+        task = asyncio.ensure_future(self.executor.apply(batch))
+        lease_s = self.settings.ack_wait_s
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=lease_s / 3)
+                if done:
+                    return task.result(), revision
+                renewed = await self.ledger.renew(batch.reconcile_id, holder=holder, revision=revision,
+                                                  lease_s=lease_s, now=time.time())
+                if renewed is None:
+                    log.warning("lost the claim on a batch mid-apply; stopping", extra={
+                        "reconcile_id": batch.reconcile_id})
+                    await cancel_and_wait([task])
+                    return None
+                revision = renewed
+        except asyncio.CancelledError:
+            await cancel_and_wait([task])
+            raise
+
+    @staticmethod
+    def _delivered(msg: Msg) -> int:
+        return msg.metadata.num_delivered if msg.metadata else 1
+
+    async def _nak_transient(self, msg: Msg, batch: CommandBatch, result: BatchResult) -> bool:
+        delivered = self._delivered(msg)
+        if not result.transient or delivered >= self.settings.max_deliver:
+            return False
+        delay = min(self.settings.nak_delay_s * 2 ** (delivered - 1), 30.0)
+        log.info("transient API error, batch redelivered later", extra={
+            "reconcile_id": batch.reconcile_id, "delivered": delivered, "delay_s": delay})
+        MESSAGES.labels(SERVICE, "command", "nak").inc()
+        await msg.nak(delay=delay)
+        return True
+
+    async def _report(self, batch: CommandBatch, results: list[CommandResult]) -> None:
+        await publish_outcome(self.nc.jetstream(), Outcome(
             key=batch.key, kind=batch.kind, uid=batch.uid, resource_version=batch.resource_version,
-            controller=batch.controller, reconcile_id=batch.reconcile_id, results=result.results,
+            controller=batch.controller, reconcile_id=batch.reconcile_id, results=results,
             finished_at=datetime.now(UTC)))
-        if result.failed:
-            first = next(r for r in result.results if not r.ok)
-            # The reconciler looks again with the failure visible in the Outcome (KubeRay
-            # requeues a reconcile that returned an error the same way).
-            await publish_trigger(js, controller=s.Controller(batch.controller), key=batch.key,
-                                  kind=batch.kind, partitions=self.settings.partitions,
-                                  cause=f"command failed: {first.op} {first.target} "
-                                        f"{first.error_reason or ''} {first.message}"[:300])
 
 
 def create_app(settings: CommonSettings) -> CommandExecutorService:

@@ -63,19 +63,29 @@ class BatchResult:
         return any(not r.ok for r in self.results)
 
 
+def _is_pod_create(cmd: Command) -> bool:
+    return isinstance(cmd, CreateObject) and cmd.object.get("kind") == "Pod"
+
+
 def _steps(commands: list[Command], parallelism: int) -> list[list[Command]]:
-    """Runs of consecutive creates go out together, `parallelism` at a time; every other command
-    alone, in order. KubeRay creates a group's pods one by one and returns on the first error; here
-    a failed step stops the batch, so at most parallelism-1 creates are attempted past a failure
-    (parallelism 1 is KubeRay's strict order). Creates in one batch never depend on each other."""
+    """Runs of consecutive Pod creates go out together, `parallelism` at a time; every other
+    command alone, in order, so dependencies hold (ServiceAccount, Role, RoleBinding, then Pods:
+    KubeRay's reconcile funcs run in that order and return at the first error). KubeRay creates a
+    group's Pods one by one; Pods of one batch never depend on each other, so at most
+    parallelism-1 Pod creates are attempted past a failure (parallelism 1 = KubeRay's order)."""
     steps: list[list[Command]] = []
     for cmd in commands:
-        if (isinstance(cmd, CreateObject) and steps and isinstance(steps[-1][0], CreateObject)
+        if (_is_pod_create(cmd) and steps and _is_pod_create(steps[-1][0])
                 and len(steps[-1]) < parallelism):
             steps[-1].append(cmd)
         else:
             steps.append([cmd])
     return steps
+
+
+def _rv(obj: Json | None) -> str | None:
+    rv = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    return str(rv) if rv else None
 
 
 def _is_conflict(exc: BaseException) -> bool:
@@ -130,12 +140,13 @@ class Executor:
                     continue
                 failed = True
                 out.transient = out.transient or err.transient
-                event = failure_event(cmd, f"{err.reason}: {err.message}")
+                event = failure_event(cmd, err.message or err.reason, cluster=involved)
                 if event is not None and not err.transient:
                     events.append((involved, *event))
             if failed:
+                # Never attempted: the reconciler re-decides them (KubeRay returns at the first error).
                 out.results += [CommandResult(op=c.op, target=describe(target_of(c, batch)), ok=False,
-                                              message="skipped: an earlier command failed")
+                                              expired=True, message="skipped: an earlier command failed")
                                 for c in batch.commands[index:]]
                 break
         # Events after the commands, concurrently: like client-go's asynchronous recorder they
@@ -147,7 +158,7 @@ class Executor:
     async def _try(self, cmd: Command, batch: CommandBatch) -> tuple[CommandResult, KubeError | None]:
         target = target_of(cmd, batch)
         try:
-            code, message = await self._one(cmd, target)
+            code, message, rv = await self._one(cmd, target)
         except (KubeError, UnknownResource) as exc:
             err = exc if isinstance(exc, KubeError) else KubeError(400, "UnknownKind", str(exc))
             if target.kind == "Secret":
@@ -162,49 +173,53 @@ class Executor:
                                  message=f"{err.reason}: {err.message}"[:1000]), err
         COMMANDS.labels(cmd.op, "ok").inc()
         return CommandResult(op=cmd.op, target=describe(target), ok=True, code=code,
-                             message=message), None
+                             message=message, resource_version=rv), None
 
-    async def _one(self, cmd: Command, target: ObjectRef) -> tuple[int, str]:
-        """Returns (HTTP-ish code, note); raises KubeError for failures the caller must see."""
+    async def _one(self, cmd: Command, target: ObjectRef) -> tuple[int, str, str | None]:
+        """Returns (HTTP-ish code, note, resourceVersion written); raises KubeError for failures the
+        caller must see."""
         res = resource_for(target.api_version, target.kind)
         ns = target.namespace if res.namespaced else None
         if isinstance(cmd, CreateObject):
             body = dict(cmd.object)
             body["metadata"] = {**(body.get("metadata") or {}), "namespace": target.namespace}
             try:
-                await self._kube.create(res, body, namespace=ns)
+                created = await self._kube.create(res, body, namespace=ns)
             except KubeError as exc:
                 if exc.already_exists:
-                    return 409, "already exists (earlier delivery of this batch created it)"
+                    return 409, "already exists (earlier delivery of this batch created it)", None
                 raise
-            return 201, ""
+            return 201, "", _rv(created)
         if isinstance(cmd, DeleteObject):
             try:
                 await self._kube.delete(res, namespace=ns, name=target.name, uid=target.uid,
                                         propagation=cmd.propagation)
             except KubeError as exc:
                 if exc.not_found:
-                    return 404, "already gone"
+                    return 404, "already gone", None
                 if exc.conflict and target.uid:
-                    return 409, "uid precondition failed: that incarnation is already gone"
+                    return 409, "uid precondition failed: that incarnation is already gone", None
                 raise
-            return 200, ""
+            return 200, "", None
         if isinstance(cmd, PatchObject):
             patch = dict(cmd.merge_patch)
             if target.uid:  # metadata.uid in a patch is checked by the API server (409 on mismatch)
                 patch["metadata"] = {**(patch.get("metadata") or {}), "uid": target.uid}
-            await self._kube.merge_patch(res, namespace=ns, name=target.name, patch=patch)
-            return 200, ""
+            patched = await self._kube.merge_patch(res, namespace=ns, name=target.name, patch=patch)
+            return 200, "", _rv(patched)
         if isinstance(cmd, UpdateStatus):
             return await self._update_status(cmd, target)
         if isinstance(cmd, RecordEvent):
-            return 201, ""  # recorded by the caller like every other command's event
+            return 201, "", None  # recorded by the caller like every other command's event
         raise UnknownResource(f"op {cmd.op}")
 
-    async def _update_status(self, cmd: UpdateStatus, target: ObjectRef) -> tuple[int, str]:
+    async def _update_status(self, cmd: UpdateStatus, target: ObjectRef) -> tuple[int, str, str | None]:
         res = resource_for(target.api_version, target.kind)
         ns = target.namespace if res.namespaced else None
+        if cmd.resource_version:
+            return await self._update_status_at(cmd, target)
         attempts = 0
+        written: Json = {}
         async for attempt in AsyncRetrying(stop=stop_after_attempt(self._status_retries),
                                            wait=wait_random_exponential(multiplier=0.01, max=0.5),
                                            retry=retry_if_exception(_is_conflict), reraise=True):
@@ -214,15 +229,36 @@ class Executor:
                     fresh = await self._kube.get(res, namespace=ns, name=target.name)
                 except KubeError as exc:
                     if exc.not_found:
-                        return 404, "object gone; status not written"
+                        return 404, "object gone; status not written", None
                     raise
                 uid = (fresh.get("metadata") or {}).get("uid")
                 if target.uid and uid != target.uid:
                     raise KubeError(409, "Precondition",
                                     f"uid {uid} is not the incarnation {target.uid} the status was computed for")
                 fresh["status"] = cmd.status
-                await self._kube.replace_status(res, fresh)
-        return 200, f"written after {attempts} attempt(s)" if attempts > 1 else ""
+                written = await self._kube.replace_status(res, fresh)
+        return 200, f"written after {attempts} attempt(s)" if attempts > 1 else "", _rv(written)
+
+    async def _update_status_at(self, cmd: UpdateStatus, target: ObjectRef) -> tuple[int, str, str | None]:
+        """Status().Update on the version the decision read, as KubeRay's controllers do: if the
+        object moved on meanwhile the API server answers 409 and the reconciler decides again on
+        the newer version (a state machine must never be written over a state it did not see)."""
+        res = resource_for(target.api_version, target.kind)
+        ns = target.namespace if res.namespaced else None
+        try:
+            fresh = await self._kube.get(res, namespace=ns, name=target.name)
+        except KubeError as exc:
+            if exc.not_found:
+                return 404, "object gone; status not written", None
+            raise
+        meta = fresh.get("metadata") or {}
+        if (target.uid and meta.get("uid") != target.uid) or meta.get("resourceVersion") != cmd.resource_version:
+            raise KubeError(409, "Conflict", f"Operation cannot be fulfilled on {target.kind.lower()}s "
+                            f"\"{target.name}\": the object has been modified; please apply your changes "
+                            "to the latest version and try again")
+        fresh["status"] = cmd.status
+        written = await self._kube.replace_status(res, fresh)
+        return 200, "", _rv(written)
 
     async def record_event(self, involved: ObjectRef, *, type_: str, reason: str, message: str) -> None:
         """Best effort, like client-go's recorder: a failed Event never fails the command."""

@@ -98,13 +98,46 @@ def success_event(cmd: Command) -> tuple[str, str, str] | None:
     return None
 
 
-def failure_event(cmd: Command, error: str) -> tuple[str, str, str] | None:
+# KubeRay's Warning messages (raycluster_controller.go): "Failed to create head Pod ns/name, err",
+# "Failed creating service ns/name, err", ... The err part is the API server's message.
+_FAILED_CREATE = {"Service": "Failed creating service", "Ingress": "Failed creating ingress",
+                  "Role": "Failed creating role", "RoleBinding": "Failed creating role binding",
+                  "ServiceAccount": "Failed creating service account", "Route": "Failed creating route",
+                  "Job": "Failed to create Job", "RayCluster": "Failed to create RayCluster",
+                  "Secret": "Failed creating secret", "NetworkPolicy": "Failed creating network policy"}
+
+
+def failure_message(cmd: Command, *, cluster: ObjectRef, error: str) -> str:
+    """The Warning Event text KubeRay records when this command's API call fails."""
+    if isinstance(cmd, CreateObject):
+        kind = str(cmd.object.get("kind", ""))
+        meta = cmd.object.get("metadata") or {}
+        where = f"{meta.get('namespace') or cluster.namespace}/{meta.get('name', '')}"
+        if kind == "Pod":
+            if _node_type(cmd) == "head" or "Head" in (cmd.event_reason or ""):
+                return f"Failed to create head Pod {where}, {error}"
+            return f"Failed to create worker Pod for the cluster {cluster.namespace}/{cluster.name}, {error}"
+        prefix = _FAILED_CREATE.get(kind, f"Failed to create {kind}")
+        return f"{prefix} {where}, {error}"
+    if isinstance(cmd, DeleteObject):
+        where = f"{cmd.target.namespace}/{cmd.target.name}"
+        if cmd.target.kind == "Pod":
+            role = "head " if "Head" in (cmd.event_reason or "") else (
+                "worker " if "Worker" in (cmd.event_reason or "") else "")
+            return f"Failed deleting {role}Pod {where}, {error}"
+        return f"Failed deleting {cmd.target.kind} {where}, {error}"
+    if isinstance(cmd, PatchObject):
+        return f"Failed updating {cmd.target.kind} {cmd.target.namespace}/{cmd.target.name}, {error}"
+    return f"{cmd.reason}: {error}"
+
+
+def failure_event(cmd: Command, error: str, *, cluster: ObjectRef) -> tuple[str, str, str] | None:
     if isinstance(cmd, UpdateStatus | RecordEvent):
         return None
     reason = failed_event_reason(getattr(cmd, "event_reason", None))
     if reason is None:
         return None
-    return "Warning", reason, f"{cmd.reason}: {error}"[:1024]
+    return "Warning", reason, failure_message(cmd, cluster=cluster, error=error)[:1024]
 
 
 def event_manifest(involved: ObjectRef, *, type_: str, reason: str, message: str,

@@ -78,6 +78,10 @@ class CommandResult(BaseModel):
     code: int = 0
     error_reason: str | None = None  # KubeRay's failure reason, e.g. FailedCreateWorkerPod
     message: str = ""
+    # Never applied: the batch was revoked before any executor claimed it (bus/ledger.py), or an
+    # earlier command of the batch failed. Not a failure of this command: re-decide it.
+    expired: bool = False
+    resource_version: str | None = None  # of the object after a successful write, when known
 
 
 class Outcome(Envelope):

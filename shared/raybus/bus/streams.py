@@ -32,12 +32,17 @@ from nats.js.kv import KeyValue
 from raybus.bus import subjects as s
 
 DAY = 24 * 3600.0
+COMMAND_MAX_AGE_S = 3600.0
 
 
 @dataclass(frozen=True)
 class BusSettings:
     partitions: int = s.DEFAULT_PARTITIONS
-    ack_wait_s: float = 30.0
+    ack_wait_s: float = 30.0  # trigger consumers: reconcilers ack after the covering run
+    # Executor consumers (commands, status, dashboard commands): a handler in progress sends
+    # in-progress acks (runtime/pull.py), so ack_wait only bounds how long a dead executor's
+    # batch waits before another replica gets it (issue: failover in seconds, not 30 s).
+    executor_ack_wait_s: float = 5.0
     max_deliver: int = 20
     lease_ttl_s: float = 10.0
     duplicate_window_s: float = 120.0
@@ -55,8 +60,11 @@ def stream_configs(settings: BusSettings) -> list[StreamConfig]:
         _stream(name=s.STREAM_TRIGGERS, subjects=[f"{s.PREFIX}.trigger.>"],
                      retention=RetentionPolicy.WORK_QUEUE, max_msgs_per_subject=1,
                      discard=DiscardPolicy.OLD),
+        # max_age below the command ledger's TTL (bus/ledger.py): a batch never outlives the
+        # record that says it was revoked.
         _stream(name=s.STREAM_COMMANDS, subjects=[s.commands_filter()],
-                     retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s,),
+                retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s,
+                max_age=COMMAND_MAX_AGE_S),
         # A status write is level state: a newer one for the same object replaces an older one
         # still queued (e.g. behind KubeRay's QPS limit), so only the latest is ever applied.
         _stream(name=s.STREAM_STATUS, subjects=[s.status_filter()],
@@ -121,7 +129,7 @@ def status_consumer_config(settings: BusSettings) -> ConsumerConfig:
         filter_subject=s.status_filter(),
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
-        ack_wait=settings.ack_wait_s,
+        ack_wait=settings.executor_ack_wait_s,
         max_deliver=settings.max_deliver,
         max_ack_pending=1_000,
     )
@@ -134,7 +142,7 @@ def command_consumer_config(settings: BusSettings) -> ConsumerConfig:
         filter_subject=s.commands_filter(),
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
-        ack_wait=settings.ack_wait_s,
+        ack_wait=settings.executor_ack_wait_s,
         max_deliver=settings.max_deliver,
         max_ack_pending=1_000,
     )

@@ -176,6 +176,7 @@ STREAM_DASHBOARD_COMMANDS = "RAYBUS_DASHBOARD_COMMANDS"
 STREAM_DASHBOARD_RESULTS = "RAYBUS_DASHBOARD_RESULTS"
 STREAM_DEAD_LETTERS = "RAYBUS_DLQ"
 KV_LEASES = "raybus-leases"
+KV_BATCHES = "raybus-batches"  # the command ledger (bus/ledger.py)
 
 
 def trigger_consumer_name(controller: Controller | str, partition: int) -> str:

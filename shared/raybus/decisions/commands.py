@@ -59,6 +59,10 @@ class UpdateStatus(_Command):
     op: Literal["update_status"] = "update_status"
     target: ObjectRef
     status: dict[str, Any]
+    # Set: write only over this resourceVersion (KubeRay's Status().Update of the object it read;
+    # 409 if it moved on, and the controller decides again). None: re-read and replace .status,
+    # retrying on conflict (the RayCluster controller's level status, recomputed from pods).
+    resource_version: str | None = None
 
 
 class RecordEvent(_Command):

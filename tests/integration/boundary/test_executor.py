@@ -146,28 +146,37 @@ async def test_status_update_conflict_is_retried_against_fresh_state(
         await nc.close()
 
 
-async def test_failed_command_reports_kuberay_reason_and_triggers_reconciler(
+async def test_failed_command_reports_kuberay_reason_and_wording(
         nats_server: NatsServer, kubeconfig: Path) -> None:
     nc = await nats.connect(nats_server.url)
     js = nc.jetstream()
     await ensure_streams(js)
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
     service = await start_executor(nats_server.url, kubeconfig)
     try:
         bad = worker_pod("rc-worker-bad")
         bad["metadata"]["namespace"] = "no-such-namespace"
-        # A command after the failed create's step is skipped (creates in one step go together).
+        # The batch stops at its first failed command: what follows is never attempted.
         b = batch(CreateObject(reason="Created worker Pod", object=bad, event_reason="CreatedWorkerPod"),
                   DeleteObject(reason="Deleted worker Pod", target=ObjectRef(
                       api_version="v1", kind="Pod", namespace="default", name="rc-worker-next")))
         await publish_commands(js, b)
         out = await outcome(js, b.reconcile_id)
         assert not out.results[0].ok and out.results[0].error_reason == "FailedCreateWorkerPod"
-        assert out.results[0].code == 404 and "skipped" in out.results[1].message
-        raw = await until(lambda: last_msg(js, s.STREAM_TRIGGERS, s.trigger_subject(
-            s.Controller.CLUSTER, namespace="default", name="rc")), what="failure trigger")
-        assert Trigger.model_validate_json(raw.data).cause.startswith("command failed: create")
+        assert out.results[0].code == 404 and not out.results[0].expired
+        assert out.results[1].expired and "skipped" in out.results[1].message
+
+        async def warning() -> dict[str, Any] | None:
+            events = (await kube.list_page(EVENT, namespace="default"))["items"]
+            return next((e for e in events if e["reason"] == "FailedToCreateWorkerPod"), None)
+        event = await until(warning, what="the Warning event")
+        # KubeRay's wording: the Event reads as a failure and carries the API server's message.
+        assert event["type"] == "Warning"
+        assert event["message"].startswith("Failed to create worker Pod for the cluster default/rc, ")
+        assert "no-such-namespace" in event["message"]
     finally:
         await service.stop()
+        await kube.close()
         await nc.close()
 
 
