@@ -1,0 +1,195 @@
+"""KubeRay's RayJob status checks (``rayjob_controller.go``): suspend, deadlines, grace periods,
+submitter status and the backoff limit. Each returns True when it changed the status (KubeRay's
+``shouldUpdate`` -> ``break`` out of the switch). Every time limit is measured from a persisted
+status timestamp and registered with ``w.deadline`` so the reconcile is requeued exactly then."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from raybus.api.predicates import as_dict, as_list
+from raybus.api.rayjob import TERMINAL_JOB_STATUSES, JobFailedReason, JobSubmissionMode
+from raybus.decisions.cluster import podutil
+from raybus.decisions.job import constants as c
+from raybus.decisions.job.timefmt import go_date_time, go_time_string, parse_time
+from raybus.decisions.job.work import Work
+
+# Deadline failures are never retried: a retry restarts status.startTime and so the deadline itself.
+NOT_RETRIED = frozenset({JobFailedReason.DEADLINE_EXCEEDED.value,
+                         JobFailedReason.PRE_RUNNING_DEADLINE_EXCEEDED.value})
+
+
+def is_job_terminal(status: str) -> bool:
+    """rayv1.IsJobTerminal (Ray's JobStatus.is_terminal)."""
+    return status in TERMINAL_JOB_STATUSES
+
+
+def update_status_to_suspending_if_needed(w: Work) -> bool:
+    """updateStatusToSuspendingIfNeeded: only Running and Initializing may become Suspending."""
+    if not w.job.spec.suspend or w.jds not in ("Running", "Initializing"):
+        return False
+    w.log(f"spec.suspend is true: JobDeploymentStatus {w.jds} -> Suspending")
+    w.jds = "Suspending"
+    return True
+
+
+def check_active_deadline(w: Work) -> bool:
+    """checkActiveDeadlineAndUpdateStatusIfNeeded (Initializing and Running)."""
+    seconds = w.job.spec.active_deadline_seconds
+    start = w.start_time
+    if seconds is None or start is None:
+        return False
+    deadline = start + timedelta(seconds=seconds)
+    if w.now < deadline:
+        w.deadline(deadline)
+        return False
+    w.fail(JobFailedReason.DEADLINE_EXCEEDED.value,
+           f"The RayJob has passed the activeDeadlineSeconds. StartTime: {go_time_string(start)}. "
+           f"ActiveDeadlineSeconds: {seconds}")
+    return True
+
+
+def check_pre_running_deadline(w: Work) -> bool:
+    """preRunningDeadlineSeconds (KubeRay v1.6+, kuberay#4525): measured from status.startTime and
+    covering Initializing and Waiting, i.e. everything before Running."""
+    seconds = w.job.spec.pre_running_deadline_seconds
+    start = w.start_time
+    if seconds is None or start is None:
+        return False
+    deadline = start + timedelta(seconds=seconds)
+    if w.now < deadline:
+        w.deadline(deadline)
+        return False
+    w.fail(JobFailedReason.PRE_RUNNING_DEADLINE_EXCEEDED.value,
+           f"The RayJob has passed the preRunningDeadlineSeconds. StartTime: {go_time_string(start)}. "
+           f"PreRunningDeadlineSeconds: {seconds}")
+    return True
+
+
+def check_transition_grace_period(w: Work) -> bool:
+    """checkTransitionGracePeriodAndUpdateStatusIfNeeded: jobStatus terminal but the deployment still
+    Running (the submitter has not finished) for the grace period after rayJobInfo.endTime."""
+    if not (is_job_terminal(w.job_status) and w.jds == "Running"):
+        return False
+    end = w.ray_job_info_end()
+    if end is None:  # RayJob CRDs older than rayJobInfo: KubeRay's nil-pointer guard
+        return False
+    deadline = end + timedelta(seconds=w.settings.transition_grace_period_seconds)
+    if w.now < deadline:
+        w.deadline(deadline)
+        return False
+    w.jds = "Failed" if w.job_status == "FAILED" else "Complete"
+    w.st["reason"] = JobFailedReason.TRANSITION_GRACE_PERIOD_EXCEEDED.value
+    w.st["message"] = ("JobDeploymentStatus does not transition to Complete or Failed within the grace period "
+                       "after JobStatus reaches a terminal state.")
+    w.log(f"transition grace period exceeded: JobDeploymentStatus -> {w.jds}")
+    return True
+
+
+def check_submitter_finished_timeout(w: Work, finished_at: datetime | None) -> bool:
+    """checkSubmitterFinishedTimeoutAndUpdateStatusIfNeeded: the submitter finished but the Ray job
+    did not reach a terminal state within DefaultSubmitterFinishedTimeout (30 s)."""
+    if finished_at is None:
+        return False
+    timeout = w.settings.submitter_finished_timeout_seconds
+    deadline = finished_at + timedelta(seconds=timeout)
+    if w.now < deadline:
+        w.deadline(deadline)
+        return False
+    w.job_status = "FAILED"
+    w.fail(JobFailedReason.TRANSITION_GRACE_PERIOD_EXCEEDED.value,
+           f"The RayJob submitter finished at {go_date_time(finished_at)} but the ray job did not reach "
+           f"terminal state within {timeout}s")
+    return True
+
+
+def _conditions(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return [as_dict(x) for x in as_list(as_dict(job.get("status")).get("conditions"))]
+
+
+def submitter_job_failed_condition(job: dict[str, Any]) -> dict[str, Any] | None:
+    """checkK8sJobStatus: the Failed=True condition."""
+    return next((x for x in _conditions(job) if x.get("type") == c.JOB_FAILED and x.get("status") == "True"), None)
+
+
+def submitter_job_finished_at(job: dict[str, Any]) -> datetime | None:
+    """getJobFinishedCondition's lastTransitionTime (Complete or Failed = True)."""
+    for cond in _conditions(job):
+        if cond.get("type") in (c.JOB_COMPLETE, c.JOB_FAILED) and cond.get("status") == "True":
+            return parse_time(cond.get("lastTransitionTime"))
+    return None
+
+
+def _submitter_container_status(pod: Mapping[str, Any]) -> dict[str, Any] | None:
+    for status in as_list(as_dict(pod.get("status")).get("containerStatuses")):
+        if as_dict(status).get("name") == c.SUBMITTER_CONTAINER_NAME:
+            return as_dict(status)
+    return None
+
+
+def check_submitter(w: Work) -> tuple[bool, datetime | None]:
+    """checkSubmitterAndUpdateStatusIfNeeded (K8sJobMode, SidecarMode) -> (shouldUpdate, finishedAt).
+    Sets ``w.error`` (and returns (False, None)) where KubeRay returns an error."""
+    if w.mode == JobSubmissionMode.SIDECAR:
+        heads = podutil.head_pods(w.snapshot.head_pods)
+        if len(heads) > 1:
+            w.fail_reconcile(f"multiple head Pods found: {sorted(podutil.name(p) for p in heads)}")
+            return False, None
+        if not heads:
+            w.fail(JobFailedReason.APP_FAILED.value, "Ray head pod not found.")
+            return True, None
+        status = _submitter_container_status(heads[0])
+        terminated = as_dict(as_dict(status.get("state")).get("terminated")) if status else {}
+        should_update = False
+        # `ray job submit` (waiting) exits 0 when the job succeeded and 1 otherwise.
+        if status is not None and terminated and int(terminated.get("exitCode") or 0) != 0:
+            should_update = True
+            if w.job_status == "FAILED":
+                w.fail(JobFailedReason.APP_FAILED.value, w.get("message"))
+            else:
+                w.fail(JobFailedReason.SUBMISSION_FAILED.value,
+                       f"Ray head pod container {status.get('name')} terminated with exit code "
+                       f"{int(terminated.get('exitCode') or 0)}: {terminated.get('reason') or ''}")
+        finished = parse_time(terminated.get("finishedAt")) if terminated else None
+        return should_update, finished
+    job = w.snapshot.submitter
+    if job is None:
+        w.fail_reconcile(f"Failed to get the submitter Kubernetes Job for RayJob: jobs.batch \"{w.job.name}\" "
+                         "not found")
+        return False, None
+    condition = submitter_job_failed_condition(job)
+    should_update = False
+    if condition is not None:
+        # The submitter waits for the user code, so a failed submitter is a failed submission unless
+        # the Ray job itself was already seen FAILED (then the previous message explains it).
+        should_update = True
+        if w.job_status == "FAILED":
+            w.fail(JobFailedReason.APP_FAILED.value, w.get("message"))
+        else:
+            w.fail(JobFailedReason.SUBMISSION_FAILED.value,
+                   f"Job submission has failed. Reason: {condition.get('reason') or ''}. "
+                   f"Message: {condition.get('message') or ''}")
+    return should_update, submitter_job_finished_at(job)
+
+
+def check_backoff_limit(w: Work) -> None:
+    """checkBackoffLimitAndUpdateStatusIfNeeded: runs after every switch that falls through; counts
+    the attempt that just ended and turns an eligible Failed into Retrying (each retry = a new cluster)."""
+    failed = int(w.st.get("failed") or 0)
+    succeeded = int(w.st.get("succeeded") or 0)
+    if w.jds == "Failed":
+        failed += 1
+    if w.job_status == "SUCCEEDED" and w.jds == "Complete":
+        succeeded += 1
+    w.st["failed"] = failed
+    w.st["succeeded"] = succeeded
+    limit = w.job.spec.backoff_limit
+    if w.jds == "Failed" and limit is not None and failed < limit + 1:
+        if w.get("reason") in NOT_RETRIED:
+            w.log(f"RayJob is not eligible for retry due to failure with {w.get('reason')} "
+                  f"(backoffLimit {limit}, failed {failed})")
+            return
+        w.log(f"RayJob is eligible for retry (backoffLimit {limit}, failed {failed}): JobDeploymentStatus -> Retrying")
+        w.jds = "Retrying"

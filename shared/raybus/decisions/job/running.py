@@ -1,0 +1,183 @@
+"""The Running case of KubeRay's switch, with the dashboard read replaced by the dashboard-poller's
+observation (raybus never calls a dashboard inside a reconcile).
+
+KubeRay's ``GetJobInfo`` outcomes map to the observation as follows:
+- the job in ``jobs``          -> JobInfo (a ``ghost`` record - the FAILED entry Ray re-creates after
+                                   a DELETE - is ignored, never a reason to flip the RayJob);
+- the job in ``jobs_missing``  -> BadRequest "not found" (HTTPMode submits; a finished submitter
+                                   with no job -> Failed/AppFailed; else wait, kuberay#4916);
+- observation unreachable      -> an error: the job-status-check timeout runs from
+                                   status.jobStatusCheckFailureStartTime (RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS);
+- nothing observed yet         -> ErrAgain (v1.6's async client): wait, no failure.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import yaml
+
+from raybus.api.raycluster import RayCluster
+from raybus.api.rayjob import JobFailedReason, JobSubmissionMode
+from raybus.decisions.dashboard_contract import JobObservation, SubmitJob
+from raybus.decisions.job.checks import (
+    check_active_deadline,
+    check_submitter,
+    check_submitter_finished_timeout,
+    check_transition_grace_period,
+    is_job_terminal,
+    update_status_to_suspending_if_needed,
+)
+from raybus.decisions.job.resources import get_or_create_cluster, reconcile_services
+from raybus.decisions.job.timefmt import fmt_time, from_unix_ms
+from raybus.decisions.job.work import Work
+
+BREAK = True  # fall through to checkBackoffLimit + the status update
+RETURN = False  # return before the status update
+
+
+def has_submitter(mode: str) -> bool:
+    """utils.HasSubmitter."""
+    return mode in (JobSubmissionMode.K8S_JOB, JobSubmissionMode.SIDECAR)
+
+
+def submit_job_command(w: Work) -> SubmitJob:
+    """dashboardClient.SubmitJob(rayJob): the Jobs API request KubeRay builds from the spec."""
+    spec = w.job.spec
+    runtime_env = yaml.safe_load(spec.runtime_env_yaml) if spec.runtime_env_yaml else None
+    resources = None
+    if spec.entrypoint_resources:
+        resources = {str(k): float(v) for k, v in json.loads(spec.entrypoint_resources).items()}
+    return SubmitJob(
+        reason=f"The Ray job {w.get('jobId')} was not found: submit it via an HTTP request",
+        cluster=w.get("rayClusterName"), job_id=w.get("jobId"), entrypoint=spec.entrypoint or "",
+        runtime_env=runtime_env if isinstance(runtime_env, dict) else None,
+        metadata=dict(spec.metadata) if spec.metadata else None,
+        entrypoint_num_cpus=float(spec.entrypoint_num_cpus) if spec.entrypoint_num_cpus else None,
+        entrypoint_num_gpus=float(spec.entrypoint_num_gpus) if spec.entrypoint_num_gpus else None,
+        entrypoint_resources=resources,
+    )
+
+
+def _observed_job(w: Work) -> tuple[str, JobObservation | None]:
+    """('info'|'missing'|'unreachable'|'again', observation)."""
+    obs = w.snapshot.dashboard
+    job_id = w.get("jobId")
+    if obs is None or obs.cluster != w.get("rayClusterName") or obs.namespace != w.job.namespace:
+        return "again", None
+    if not obs.reachable:
+        return "unreachable", None
+    info = obs.jobs.get(job_id)
+    if info is not None and not info.ghost:
+        return "info", info
+    if job_id in obs.jobs_missing:
+        return "missing", None
+    return "again", None
+
+
+def _status_check_failed(w: Work) -> bool:
+    """v1.7: remember when status checks started failing; fail the RayJob after the timeout.
+    KubeRay returns the error each time (rate-limited requeue); here the poller reports recovery,
+    so the only requeue needed is the timeout itself."""
+    start = w.time("jobStatusCheckFailureStartTime")
+    if start is None:
+        start = w.now
+        w.st["jobStatusCheckFailureStartTime"] = fmt_time(start)
+        w.log("The Ray dashboard is unreachable: job status checks are failing")
+    timeout = w.settings.status_check_timeout_seconds
+    deadline = start + timedelta(seconds=timeout)
+    if w.now < deadline:
+        w.deadline(deadline)
+        return BREAK  # persist the start time
+    w.fail(JobFailedReason.JOB_STATUS_CHECK_TIMEOUT_EXCEEDED.value,
+           f"Failed to get the Ray job status for {timeout} seconds since {fmt_time(start)}; "
+           "the RayJob is marked as Failed")
+    return BREAK
+
+
+def _http_submit(w: Work) -> bool:
+    """HTTPMode, job not found: submit it (again: a recreated head lost it), once per observation."""
+    cluster = w.get("rayClusterName")
+    previous = [r for r in w.snapshot.dashboard_results if r.op == "submit_job" and r.cluster == cluster]
+    if any(r.state == "failed" for r in previous):
+        w.fail_reconcile("Failed to submit the Ray job: "
+                         + "; ".join(r.message for r in previous if r.state == "failed"))
+        return RETURN
+    if previous:
+        # Submitted last round; this observation may predate it. Ask the poller to read now.
+        w.poll_now = f"submitted/{cluster}/{w.get('jobId')}"
+        w.log("The Ray job was submitted; waiting for the dashboard to report it")
+        return RETURN
+    try:
+        command = submit_job_command(w)
+    except (ValueError, TypeError, AttributeError) as exc:  # entrypointResources is not a JSON map
+        w.fail_reconcile(f"Failed to submit the Ray job: {exc}")
+        return RETURN
+    w.dashboard_commands.append(command)
+    w.log(f"The Ray job {w.get('jobId')} was not found: submitting it via the dashboard")
+    return RETURN
+
+
+def _apply_job_info(w: Work, cluster: RayCluster, info: JobObservation, finished_at: datetime | None) -> None:
+    terminal = is_job_terminal(info.status)
+    # With a submitter, also wait for it to finish: it collects the logs (kuberay#1919).
+    if has_submitter(w.mode):
+        terminal = terminal and finished_at is not None
+    jds, reason = "Running", ""
+    if terminal:
+        jds = "Complete"
+        if info.status == "FAILED":
+            jds, reason = "Failed", JobFailedReason.APP_FAILED.value
+    # Always update RayClusterStatus along with JobStatus and JobDeploymentStatus.
+    w.st["rayClusterStatus"] = cluster.status.to_dict() if cluster.status is not None else {}
+    if w.job_status != info.status or w.jds != jds:
+        w.log(f"Ray job {info.job_id} is {info.status}: JobDeploymentStatus {w.jds} -> {jds}")
+    w.job_status = info.status
+    w.jds = jds
+    w.st["reason"] = reason
+    w.st["message"] = info.message
+    job_info = dict(w.st.get("rayJobInfo") or {})
+    if info.start_time_ms:
+        job_info["startTime"] = fmt_time(from_unix_ms(info.start_time_ms))
+    if info.end_time_ms:
+        job_info["endTime"] = fmt_time(from_unix_ms(info.end_time_ms))
+    w.st["rayJobInfo"] = job_info
+    w.st.pop("jobStatusCheckFailureStartTime", None)
+
+
+def reconcile_running(w: Work) -> bool:
+    if update_status_to_suspending_if_needed(w) or check_active_deadline(w) or check_transition_grace_period(w):
+        return BREAK
+    cluster = get_or_create_cluster(w)
+    if cluster is None:
+        return RETURN
+    reconcile_services(w, cluster)
+    finished_at: datetime | None = None
+    if has_submitter(w.mode):
+        should_update, finished_at = check_submitter(w)
+        if w.error is not None:
+            return RETURN
+        if finished_at is not None:
+            # The Ray job has most likely ended with its submitter: have the poller read now.
+            w.poll_now = f"submitter-finished/{fmt_time(finished_at)}"
+        if check_submitter_finished_timeout(w, finished_at) or should_update:
+            return BREAK
+    outcome, info = _observed_job(w)
+    if outcome == "again":
+        return RETURN
+    if outcome == "unreachable":
+        return _status_check_failed(w)
+    if outcome == "missing":
+        if w.mode == JobSubmissionMode.HTTP:
+            return _http_submit(w)
+        if finished_at is not None:
+            w.fail(JobFailedReason.APP_FAILED.value, "Submitter completed but Ray job not found in RayCluster.")
+            return BREAK
+        return RETURN
+    assert info is not None
+    _apply_job_info(w, cluster, info, finished_at)
+    return BREAK
+
+
+__all__ = ["BREAK", "RETURN", "has_submitter", "reconcile_running", "submit_job_command"]
