@@ -14,26 +14,8 @@ from raybus.api.settings import DEFAULT_FEATURE_GATES, FeatureGates
 from raybus.api.validation_service import validate_rayservice_metadata, validate_rayservice_spec
 from raybus.decisions.commands import ObjectRef, RecordEvent, UpdateStatus
 from raybus.decisions.job.validation import VALIDATION_FAILED, ValidationDecision
-
-READY = "Ready"
-
-
-def _rfc3339(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def set_condition(conditions: list[dict[str, Any]], new: dict[str, Any], *,
-                  now: datetime) -> list[dict[str, Any]]:
-    """meta.SetStatusCondition: lastTransitionTime moves only when status flips."""
-    out = [dict(c) for c in conditions]
-    for c in out:
-        if c.get("type") == new["type"]:
-            if c.get("status") != new["status"]:
-                c["lastTransitionTime"] = _rfc3339(now)
-            c.update({k: v for k, v in new.items() if k != "lastTransitionTime"})
-            return out
-    out.append({**new, "lastTransitionTime": _rfc3339(now)})
-    return out
+from raybus.decisions.service.constants import READY
+from raybus.decisions.service.status import rfc3339, set_condition
 
 
 def rayservice_validation(service: RayService, *, now: datetime,
@@ -53,10 +35,9 @@ def rayservice_validation(service: RayService, *, now: datetime,
         if any(c.get("type") == READY and c.get("reason") == VALIDATION_FAILED
                and c.get("message") == message for c in conditions):
             return ValidationDecision(reasons=[f"RayService still invalid: {message}"])
-        status["conditions"] = set_condition(conditions, {
-            "type": READY, "status": "False", "reason": VALIDATION_FAILED, "message": message,
-            "observedGeneration": meta.generation}, now=now)
-        status["lastUpdateTime"] = _rfc3339(now)
+        # KubeRay's setCondition: ObservedGeneration is the status' (not yet this generation's).
+        set_condition(status, READY, "False", VALIDATION_FAILED, message, now=now)
+        status["lastUpdateTime"] = rfc3339(now)
         where = f"{meta.namespace}/{meta.name}"
         return ValidationDecision(
             commands=[
