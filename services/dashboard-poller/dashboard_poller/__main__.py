@@ -1,4 +1,9 @@
-"""`python -m dashboard_poller`: flags/env -> settings -> run until SIGTERM."""
+"""`python -m dashboard_poller`: flags/env -> settings -> run until SIGTERM.
+
+Every PollerSettings field is a flag `--field-name` with the environment default RAYBUS_FIELD_NAME
+(e.g. --slow-interval-s / RAYBUS_SLOW_INTERVAL_S, --dashboard-url-template /
+RAYBUS_DASHBOARD_URL_TEMPLATE, --proxy-url-template / RAYBUS_PROXY_URL_TEMPLATE).
+"""
 
 from __future__ import annotations
 
@@ -6,22 +11,23 @@ import asyncio
 import os
 
 from dashboard_poller.app import create_app
-from raybus.adapters.dashboard import IN_CLUSTER_TEMPLATE
-from raybus.runtime.service import common_parser, common_settings, run_service
-
-SERVICE = "dashboard-poller"
+from dashboard_poller.settings import SERVICE, PollerSettings
+from raybus.runtime.service import CommonSettings, common_parser, common_settings, run_service
 
 
 def main() -> None:
     parser = common_parser(SERVICE)
-    parser.add_argument("--dashboard-url-template",
-                        default=os.environ.get("RAYBUS_DASHBOARD_URL_TEMPLATE", IN_CLUSTER_TEMPLATE),
-                        help="base URL of a cluster's dashboard; {namespace} {cluster} {service}")
-    parser.add_argument("--interval", type=float, default=3.0, help="seconds between healthy polls")
+    own = [name for name in PollerSettings.model_fields if name not in CommonSettings.model_fields]
+    for name in own:
+        field = PollerSettings.model_fields[name]
+        default = os.environ.get(f"RAYBUS_{name.upper()}", field.default)
+        kind = type(field.default)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=kind(default),
+                            help=f"default {field.default!r} (env RAYBUS_{name.upper()})")
     args = parser.parse_args()
-    settings = common_settings(SERVICE, args)
-    app = create_app(settings, url_template=args.dashboard_url_template, interval_s=args.interval)
-    asyncio.run(run_service(settings, app))
+    common = common_settings(SERVICE, args)
+    settings = PollerSettings(**{**common.model_dump(), **{n: getattr(args, n) for n in own}})
+    asyncio.run(run_service(settings, create_app(settings)))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,18 @@
-"""dashboard-poller: the only component that talks to Ray dashboards.
+"""dashboard-poller: the only raybus component that talks to Ray dashboards and Serve proxies.
 
-Implemented so far: reachability of every RayJob/RayService-owned cluster's dashboard, probed
-with the KubeRay client timeout (2 s), exponential backoff while unreachable, and a
-DashboardObservation published on raybus.dash.<ns>.<cluster> only when reachability changes.
-On start it reads the last published observation per cluster (RAYBUS_DASHBOARD keeps the last per
-subject), so a restart republishes nothing that did not change. Job and Serve status polling
-arrive with the RayJob/RayService controllers.
+Reconcilers never call a dashboard. They declare what they need observed (DashboardInterest, last
+value per owner on raybus.dashwant.<ctl>.<ns>.<owner>) and ask for writes (DashboardCommand on the
+work queue raybus.dashcmd.<ctl>.<ns>.<owner>). This service:
+- follows every interest and the last published observation per cluster (view.py);
+- reads each declared head when the pure schedule says so (decisions/dashboard_poll.py via
+  polling.py), one request at a time per head, with backoff while it does not answer;
+- publishes a DashboardObservation on raybus.dash.<ns>.<cluster> only when it changed, and
+  triggers every interested owner (heads.py);
+- executes commands at most once through the command ledger, reads the state back, publishes
+  one DashboardResultMessage per command on raybus.dashresult.<ctl>.<ns>.<owner> and triggers the
+  owner (commands.py).
+One replica is active at a time (leader.py); standbys keep their view current and take over
+within the lease TTL, republishing nothing unchanged and repeating no finished command.
 """
 
 from __future__ import annotations
@@ -13,127 +20,131 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from datetime import UTC, datetime
 
 import httpx
 import nats
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
-from pydantic import ValidationError
 
-from raybus.adapters.dashboard import DashboardError, RayDashboardClient
+from dashboard_poller.commands import CommandRunner
+from dashboard_poller.heads import Heads
+from dashboard_poller.leader import LeaderLease
+from dashboard_poller.polling import PollScheduler
+from dashboard_poller.settings import SERVICE, PollerSettings
+from dashboard_poller.view import BusView
 from raybus.bus import subjects as s
-from raybus.bus.codec import encode, publish_headers
-from raybus.bus.envelopes import DashboardObservation, ObjectKey
-from raybus.bus.streams import ensure_streams
-from raybus.decisions.dashboard import next_delay, poll_targets
-from raybus.decisions.dashboard_contract import ClusterObservation
+from raybus.bus.ledger import BatchLedger
+from raybus.bus.streams import dashboard_command_consumer_config, ensure_leases, ensure_streams
 from raybus.runtime.cache import ObjectCache
+from raybus.runtime.pull import PullWorkers
 from raybus.runtime.service import CommonSettings
 from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
 
-class DashboardPoller:
-    def __init__(self, settings: CommonSettings, *, url_template: str, interval_s: float = 3.0,
-                 max_backoff_s: float = 60.0) -> None:
+class DashboardPollerService:
+    def __init__(self, settings: PollerSettings) -> None:
         self.settings = settings
-        self._template = url_template
-        self._interval = interval_s
-        self._cap = max_backoff_s
         self._nc: NATS | None = None
         self._http: httpx.AsyncClient | None = None
-        self._cache: ObjectCache | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._published: dict[tuple[str, str], bool] = {}
-        self._failures: dict[tuple[str, str], int] = {}
-        self._due: dict[tuple[str, str], float] = {}
+        self.view: BusView | None = None
+        self.clusters: ObjectCache | None = None
+        self.heads: Heads | None = None
+        self.commands: CommandRunner | None = None
+        self.lease: LeaderLease | None = None
+        self._lease_task: asyncio.Task[None] | None = None
+        self._scheduler: asyncio.Task[None] | None = None
+        self._workers: PullWorkers | None = None
+
+    @property
+    def nc(self) -> NATS:
+        assert self._nc is not None
+        return self._nc
+
+    @property
+    def active(self) -> bool:
+        return self._scheduler is not None
 
     async def start(self) -> None:
-        self._nc = await nats.connect(self.settings.nats_url, max_reconnect_attempts=-1)
-        await ensure_streams(self._nc.jetstream())
-        self._http = httpx.AsyncClient()
-        await self._load_published()
-        self._cache = ObjectCache(self._nc, kinds=[s.Kind.RAYCLUSTER])
-        await self._cache.start()
-        self._task = asyncio.create_task(self._loop())
+        bus = self.settings.bus()
+        self._nc = await nats.connect(self.settings.nats_url, max_reconnect_attempts=-1,
+                                      name=f"{SERVICE}-{self.settings.replica_id}")
+        js = self.nc.jetstream()
+        await ensure_streams(js, bus)
+        kv = await ensure_leases(js, bus)
+        ledger = await BatchLedger.open(js)
+        # Keep-alive pool (README §5: a new connection per request costs ~20 ms client-side).
+        self._http = httpx.AsyncClient(limits=httpx.Limits(max_connections=512,
+                                                           max_keepalive_connections=256))
+        self.view = BusView(self.nc)
+        await self.view.start()
+        self.clusters = ObjectCache(self.nc, kinds=[s.Kind.RAYCLUSTER])
+        await self.clusters.start()
+        self.heads = Heads(settings=self.settings, http=self._http, js=js, view=self.view)
+        self.commands = CommandRunner(self.heads, nc=self.nc, ledger=ledger,
+                                      replica_id=self.settings.replica_id,
+                                      lease_s=self.settings.ack_wait_s)
+        self.lease = LeaderLease(kv, replica_id=self.settings.replica_id, ttl_s=self.settings.lease_ttl_s)
+        await self._lease_round()
+        self._lease_task = asyncio.create_task(self._lease_loop())
 
-    async def _load_published(self) -> None:
-        assert self._nc is not None
-        js = self._nc.jetstream()
-        last = (await js.stream_info(s.STREAM_DASHBOARD)).state.last_seq
-        if last == 0:
-            return
-        done = asyncio.Event()
+    async def _lease_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_ttl_s / 5)
+            await self._lease_round()
 
-        async def on_msg(msg: Msg) -> None:
-            with contextlib.suppress(ValidationError):
-                obs = DashboardObservation.model_validate_json(msg.data)
-                self._published[(obs.key.namespace, obs.key.name)] = obs.observation.reachable
-            if msg.metadata.sequence.stream >= last:
-                done.set()
+    async def _lease_round(self) -> None:
+        assert self.lease is not None
+        try:
+            leader = await self.lease.tick()
+        except Exception:  # NATS unavailable: act only while the last renewal is fresh
+            log.warning("poller lease round failed", exc_info=True)
+            leader = self.lease.valid()
+        if leader and not self.active:
+            await self._activate()
+        elif not leader and self.active:
+            await self._deactivate()
 
-        sub = await js.subscribe(s.dashboard_filter(), ordered_consumer=True, cb=on_msg,
-                                 deliver_policy=DeliverPolicy.LAST_PER_SUBJECT)
-        await asyncio.wait_for(done.wait(), 30)
-        await sub.unsubscribe()
+    async def _activate(self) -> None:
+        assert self.heads is not None and self.commands is not None
+        log.info("active: polling and executing dashboard commands")
+        self._scheduler = asyncio.create_task(
+            PollScheduler(self.heads, clusters=self.clusters,
+                          max_in_flight=self.settings.max_rounds_in_flight).run())
+        self._workers = PullWorkers(self.nc, stream=s.STREAM_DASHBOARD_COMMANDS,
+                                    config=dashboard_command_consumer_config(self.settings.bus()),
+                                    handler=self.commands.handle,
+                                    concurrency=self.settings.max_commands_in_flight, name="dashcmd")
+        await self._workers.start()
+
+    async def _deactivate(self) -> None:
+        log.info("standby: another replica holds the poller lease")
+        if self._workers is not None:
+            await self._workers.stop()
+            self._workers = None
+        if self._scheduler is not None:
+            await cancel_and_wait([self._scheduler])
+            self._scheduler = None
 
     async def stop(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait([self._task])
-        if self._cache is not None:
-            await self._cache.stop()
+        if self._lease_task is not None:
+            await cancel_and_wait([self._lease_task])
+        await self._deactivate()
+        if self.lease is not None:
+            with contextlib.suppress(Exception):
+                await self.lease.release()  # a standby takes over now, not after the TTL
+        for part in (self.view, self.clusters):
+            if part is not None:
+                with contextlib.suppress(Exception):
+                    await part.stop()
         if self._http is not None:
             await self._http.aclose()
         if self._nc is not None:
-            await self._nc.drain()
-
-    async def _loop(self) -> None:
-        assert self._cache is not None
-        while True:
-            targets = poll_targets(self._cache.objects(s.Kind.RAYCLUSTER))
-            now = time.monotonic()
-            due = [t for t in targets if self._due.get(t, 0.0) <= now]
-            await asyncio.gather(*(self._probe(t) for t in due))
-            for gone in set(self._due) - set(targets):
-                self._due.pop(gone, None)
-                self._failures.pop(gone, None)
-            await asyncio.sleep(0.5)
-
-    async def _probe(self, target: tuple[str, str]) -> None:
-        assert self._http is not None
-        namespace, cluster = target
-        client = RayDashboardClient.for_cluster(self._http, template=self._template,
-                                                namespace=namespace, cluster=cluster, get_attempts=1)
-        try:
-            await client.get_version()
-            reachable = True
-            self._failures[target] = 0
-        except DashboardError as exc:
-            reachable = False
-            self._failures[target] = self._failures.get(target, 0) + 1
-            log.info("dashboard unreachable", extra={"cluster": f"{namespace}/{cluster}",
-                                                      "error": str(exc)[:200]})
-        self._due[target] = time.monotonic() + next_delay(
-            self._failures[target], base_s=self._interval, cap_s=self._cap)
-        if self._published.get(target) != reachable:
-            await self._publish(namespace, cluster, reachable=reachable)
-
-    async def _publish(self, namespace: str, cluster: str, *, reachable: bool) -> None:
-        assert self._nc is not None
-        obs = DashboardObservation(
-            key=ObjectKey(namespace=namespace, name=cluster), kind="raycluster",
-            observation=ClusterObservation(namespace=namespace, cluster=cluster, reachable=reachable),
-            observed_at=datetime.now(UTC))
-        await self._nc.jetstream().publish(s.dashboard_subject(namespace, cluster), encode(obs),
-                                           headers=publish_headers())
-        self._published[(namespace, cluster)] = reachable
-        log.info("dashboard reachability changed",
-                 extra={"cluster": f"{namespace}/{cluster}", "reachable": reachable})
+            with contextlib.suppress(Exception):
+                await self._nc.drain()
 
 
-def create_app(settings: CommonSettings, *, url_template: str, interval_s: float = 3.0) -> DashboardPoller:
-    return DashboardPoller(settings, url_template=url_template, interval_s=interval_s)
+def create_app(settings: CommonSettings) -> DashboardPollerService:
+    if not isinstance(settings, PollerSettings):
+        settings = PollerSettings(**settings.model_dump())
+    return DashboardPollerService(settings)

@@ -10,7 +10,15 @@ proxy health check (`RayHttpProxyClient.CheckProxyActorHealth`). Differences tha
   The real dashboard answers client errors with 500 + traceback (README §3), so the two semantic
   500s are recognised by text: "already exists" -> `JobAlreadyExists`, "non-terminal state" ->
   `JobNotTerminal`.
-* Timeout 2 s per request (KubeRay `RayHTTPClientTimeoutSeconds`, PR #1910).
+* Each call has its own timeout (`DashboardTimeouts`): reads keep KubeRay's 2 s
+  (`RayHTTPClientTimeoutSeconds`, PR #1910), but writes get what a real head needs: the first
+  `PUT /api/serve/applications/` starts the Serve controller and proxy before answering (3.4-9 s
+  on a loaded head) and `DELETE /api/serve/applications/` blocks 2.4-3 s while apps run, so a
+  single 2 s timeout turned both successes into "unreachable" (README §8).
+* A write that got no definite answer (timeout, connection lost after sending, a non-semantic
+  5xx) raises `DashboardOutcomeUnknown`: it may or may not have happened. Callers read the state
+  back instead of assuming failure or success. Only a refused connection is "not applied".
+* Every request is counted in `raybus_dashboard_requests_total{endpoint,code}`.
 * Only idempotent GETs are retried, with tenacity, a few attempts with jittered backoff. The worst
   case for a GET is therefore `get_attempts * timeout_s` plus the (sub-second) waits.
 * The `x-ray-authorization: Bearer <token>` header is added per request when a token is given;
@@ -24,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -42,6 +51,7 @@ from raybus.adapters.dashboard_models import (
     ServeDetails,
     VersionInfo,
 )
+from raybus.observability.metrics import DASHBOARD_REQUESTS
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +59,7 @@ DEFAULT_TIMEOUT_S = 2.0  # KubeRay: 2 s direct (10 s via the K8s API proxy)
 IN_CLUSTER_TEMPLATE = "http://{service}.{namespace}.svc.cluster.local:8265"
 JOBS_PATH = "/api/jobs/"
 SERVE_PATH = "/api/serve/applications/"
+JOB_ENDPOINT = "/api/jobs/{id}"  # metrics label: ids are unbounded, never a label value
 AUTH_HEADER = "x-ray-authorization"
 
 M = TypeVar("M", bound=BaseModel)
@@ -73,6 +84,11 @@ class DashboardUnreachable(DashboardTransientError):
     other than the recognised quirks)."""
 
 
+class DashboardOutcomeUnknown(DashboardUnreachable):
+    """A write without a definite answer (timed out, connection lost after sending, 5xx that is
+    not a recognised refusal): the head may have applied it. Read the state back; never assume."""
+
+
 class DashboardGarbage(DashboardTransientError):
     """A 2xx whose body is not the JSON we expect (invalid JSON, an HTML page, wrong shape)."""
 
@@ -95,6 +111,19 @@ class JobAlreadyExists(DashboardRequestError):
 
 class JobNotTerminal(DashboardRequestError):
     """DELETE of a PENDING/RUNNING job: 500 with 'non-terminal state' (33_*, 81_*)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DashboardTimeouts:
+    """Seconds per call. Reads keep KubeRay's 2 s (README §5: a GET costs 1-3 ms, so 2 s means
+    "not answering"); writes wait for what a real Ray 2.60 head takes (README §8)."""
+
+    read_s: float = DEFAULT_TIMEOUT_S
+    submit_job_s: float = 10.0  # runtime-env checks happen later, the POST itself is fast
+    stop_job_s: float = 10.0
+    delete_job_s: float = 10.0
+    serve_put_s: float = 20.0  # the first PUT starts Serve: 3.4-9 s measured
+    serve_delete_s: float = 15.0  # synchronous serve.shutdown(): 2.4-3 s with running apps
 
 
 def render_base_url(template: str, *, namespace: str, cluster: str, service: str | None = None) -> str:
@@ -154,13 +183,16 @@ class RayDashboardClient:
         base_url: str,
         auth_token: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeouts: DashboardTimeouts | None = None,
         get_attempts: int = 3,
         retry_wait_s: float = 0.1,
     ) -> None:
         self._http = http
         self.base_url = base_url.rstrip("/")
         self._token = auth_token
-        self._timeout = httpx.Timeout(timeout_s)
+        # `timeout_s` (reads) is kept for callers that only set that one.
+        self.timeouts = timeouts or DashboardTimeouts(read_s=timeout_s)
+        self._timeout = httpx.Timeout(self.timeouts.read_s)
         self._get_attempts = max(1, get_attempts)
         self._retry_wait_s = retry_wait_s
 
@@ -175,10 +207,12 @@ class RayDashboardClient:
         service: str | None = None,
         auth_token: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeouts: DashboardTimeouts | None = None,
         get_attempts: int = 3,
     ) -> RayDashboardClient:
         base = render_base_url(template, namespace=namespace, cluster=cluster, service=service)
-        return cls(http, base_url=base, auth_token=auth_token, timeout_s=timeout_s, get_attempts=get_attempts)
+        return cls(http, base_url=base, auth_token=auth_token, timeout_s=timeout_s, timeouts=timeouts,
+                   get_attempts=get_attempts)
 
     def __repr__(self) -> str:  # never shows the token
         return f"RayDashboardClient(base_url={self.base_url!r}, auth={'yes' if self._token else 'no'})"
@@ -189,23 +223,44 @@ class RayDashboardClient:
         return {AUTH_HEADER: f"Bearer {self._token}"} if self._token else {}
 
     async def _send(
-        self, method: str, path: str, *, job_route: bool = False, body: bytes | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        endpoint: str,
+        timeout_s: float | None = None,
+        job_route: bool = False,
+        body: bytes | None = None,
     ) -> httpx.Response:
+        """One request. `endpoint` is the path template used as the metrics label."""
         what = f"{method} {path}"
+        write = method != "GET"
+        label = f"{method} {endpoint}"
         headers = self._headers()
         if body is not None:
             headers["content-type"] = "application/json"
+        timeout = self._timeout if timeout_s is None else httpx.Timeout(timeout_s)
         try:
             response = await self._http.request(
-                method, self.base_url + path, content=body, headers=headers, timeout=self._timeout
+                method, self.base_url + path, content=body, headers=headers, timeout=timeout
             )
         except httpx.TimeoutException as exc:
+            DASHBOARD_REQUESTS.labels(endpoint=label, code="timeout").inc()
+            # A connect timeout never reached the head; any other timeout may have been applied.
+            if write and not isinstance(exc, httpx.ConnectTimeout):
+                raise DashboardOutcomeUnknown(f"{what}: timed out ({type(exc).__name__})") from None
             raise DashboardUnreachable(f"{what}: timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
+            DASHBOARD_REQUESTS.labels(endpoint=label, code="error").inc()
+            if write and not isinstance(exc, httpx.ConnectError):
+                raise DashboardOutcomeUnknown(f"{what}: {type(exc).__name__}: {exc}") from None
             raise DashboardUnreachable(f"{what}: {type(exc).__name__}: {exc}") from None
+        DASHBOARD_REQUESTS.labels(endpoint=label, code=str(response.status_code)).inc()
         log.debug("dashboard %s %s -> %s", method, path, response.status_code)
         error = _classify(response, what=what, job_route=job_route)
         if error is not None:
+            if write and type(error) is DashboardUnreachable:
+                raise DashboardOutcomeUnknown(str(error), status_code=error.status_code)
             raise error
         return response
 
@@ -218,25 +273,29 @@ class RayDashboardClient:
             reraise=True,
         )
 
-    async def _get_parsed(self, path: str, parse: Callable[[Any], T], *, job_route: bool = False) -> T:
+    async def _get_parsed(
+        self, path: str, parse: Callable[[Any], T], *, endpoint: str, job_route: bool = False
+    ) -> T:
         """GET, decode and validate inside the retry loop: garbage is transient and retried too."""
         async for attempt in self._retrying():
             with attempt:
-                response = await self._send("GET", path, job_route=job_route)
+                response = await self._send("GET", path, endpoint=endpoint, job_route=job_route)
                 return parse(_json(response, what=f"GET {path}"))
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
     async def _get_text(self, path: str) -> str:
         async for attempt in self._retrying():
             with attempt:
-                return (await self._send("GET", path)).text
+                return (await self._send("GET", path, endpoint=path)).text
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
     # ---- jobs ------------------------------------------------------------------------------
 
     async def get_job_info(self, job_id: str) -> JobDetails:
         """GET /api/jobs/<id>: by submission id or hex Ray job id. JobNotFound on 404."""
-        return await self._get_parsed(_job_path(job_id), _validator(JobDetails), job_route=True)
+        return await self._get_parsed(
+            _job_path(job_id), _validator(JobDetails), endpoint=JOB_ENDPOINT, job_route=True
+        )
 
     async def list_jobs(self) -> list[JobDetails]:
         """GET /api/jobs/: SUBMISSION and DRIVER entries, unstable order (README §3)."""
@@ -247,7 +306,7 @@ class RayDashboardClient:
             except ValidationError as exc:
                 raise DashboardGarbage(f"job list: unexpected shape: {exc.error_count()} errors") from None
 
-        return await self._get_parsed(JOBS_PATH, parse)
+        return await self._get_parsed(JOBS_PATH, parse, endpoint=JOBS_PATH)
 
     async def submit_job(self, request: JobSubmitRequest) -> str:
         """POST /api/jobs/; returns the submission id. JobAlreadyExists on a duplicate id.
@@ -256,16 +315,23 @@ class RayDashboardClient:
         with the same submission_id and treat `JobAlreadyExists` as success.
         """
         body = json.dumps(request.to_body()).encode()
-        response = await self._send("POST", JOBS_PATH, body=body)
+        response = await self._send(
+            "POST", JOBS_PATH, endpoint=JOBS_PATH, body=body, timeout_s=self.timeouts.submit_job_s
+        )
         return _parse(JobSubmitResponse, response, what="submit").submission_id
 
     async def get_job_log(self, job_id: str) -> str:
-        logs = await self._get_parsed(_job_path(job_id, "/logs"), _validator(JobLogs), job_route=True)
+        logs = await self._get_parsed(
+            _job_path(job_id, "/logs"), _validator(JobLogs), endpoint=JOB_ENDPOINT + "/logs", job_route=True
+        )
         return logs.logs
 
     async def stop_job(self, job_id: str) -> bool:
         """POST /api/jobs/<id>/stop: True if a stop was issued, False if already terminal (36_*)."""
-        response = await self._send("POST", _job_path(job_id, "/stop"), job_route=True)
+        response = await self._send(
+            "POST", _job_path(job_id, "/stop"), endpoint=JOB_ENDPOINT + "/stop", job_route=True,
+            timeout_s=self.timeouts.stop_job_s,
+        )
         return _parse(JobStopResponse, response, what=f"stop {job_id}").stopped
 
     async def delete_job(self, job_id: str) -> None:
@@ -274,13 +340,18 @@ class RayDashboardClient:
         A job deleted within a few seconds of ending may come back as a FAILED ghost
         (`JobDetails.is_supervisor_ghost`, README §3): callers should tolerate and re-delete it.
         """
-        response = await self._send("DELETE", _job_path(job_id), job_route=True)
+        response = await self._send(
+            "DELETE", _job_path(job_id), endpoint=JOB_ENDPOINT, job_route=True,
+            timeout_s=self.timeouts.delete_job_s,
+        )
         _parse(JobDeleteResponse, response, what=f"delete {job_id}")
 
     # ---- serve -----------------------------------------------------------------------------
 
     async def get_serve_details(self) -> ServeDetails:
-        return await self._get_parsed(f"{SERVE_PATH}?api_type=declarative", _validator(ServeDetails))
+        return await self._get_parsed(
+            f"{SERVE_PATH}?api_type=declarative", _validator(ServeDetails), endpoint=SERVE_PATH
+        )
 
     async def get_multi_application_status(self) -> dict[str, ServeApplicationStatus]:
         details = await self.get_serve_details()
@@ -289,16 +360,16 @@ class RayDashboardClient:
     async def update_deployments(self, config: Mapping[str, Any] | bytes) -> None:
         """PUT /api/serve/applications/: declarative, replaces the whole app set (README §4)."""
         body = config if isinstance(config, bytes) else json.dumps(config).encode()
-        await self._send("PUT", SERVE_PATH, body=body)
+        await self._send("PUT", SERVE_PATH, endpoint=SERVE_PATH, body=body, timeout_s=self.timeouts.serve_put_s)
 
     async def shutdown_serve(self) -> None:
         """DELETE /api/serve/applications/ (synchronous serve.shutdown(), 2.5 s on a real head)."""
-        await self._send("DELETE", SERVE_PATH)
+        await self._send("DELETE", SERVE_PATH, endpoint=SERVE_PATH, timeout_s=self.timeouts.serve_delete_s)
 
     # ---- misc ------------------------------------------------------------------------------
 
     async def get_version(self) -> VersionInfo:
-        return await self._get_parsed("/api/version", _validator(VersionInfo))
+        return await self._get_parsed("/api/version", _validator(VersionInfo), endpoint="/api/version")
 
     async def check_gcs_health(self) -> bool:
         """GET /api/gcs_healthz: 200 `success` (00_dashboard_gcs_healthz)."""
@@ -317,12 +388,18 @@ class RayHttpProxyClient:
         self._timeout = httpx.Timeout(timeout_s)
 
     async def is_healthy(self) -> bool:
-        """True only for 200 `success`; a refused connection, timeout or 503 (draining) is False."""
+        """True only for 200 `success`. A refused connection, timeout, 503 "This node is being
+        drained." or 503 "Route table is not populated yet." (a fresh Serve whose only app failed
+        at import, README §8) is False, as in KubeRay (the head pod's serve label goes false)."""
+        label = "GET /-/healthz"
         try:
             response = await self._http.get(self.base_url + "/-/healthz", timeout=self._timeout)
         except httpx.HTTPError as exc:
+            code = "timeout" if isinstance(exc, httpx.TimeoutException) else "error"
+            DASHBOARD_REQUESTS.labels(endpoint=label, code=code).inc()
             log.debug("proxy %s unhealthy: %s", self.base_url, type(exc).__name__)
             return False
+        DASHBOARD_REQUESTS.labels(endpoint=label, code=str(response.status_code)).inc()
         return response.status_code == 200 and response.text.strip() == "success"
 
 

@@ -118,8 +118,17 @@ class DashboardCommandMessage(Envelope):
 
 
 class DashboardResultMessage(Envelope):
-    """How one DashboardCommandMessage ended; key = the owner."""
+    """How one DashboardCommandMessage ended; key = the owner.
+
+    command_seq: the command's RAYBUS_DASHBOARD_COMMANDS sequence. Commands of one owner run in
+    order, so a redelivered command at or below the last result's command_seq is already done
+    (or superseded) and is not run again. observation_seq: the RAYBUS_DASHBOARD sequence of the
+    cluster's observation after the poller read the state back (0: none published yet); a
+    reconciler that waits for it (`ObjectCache.wait_for(seq, kind="dashboard")`) decides on the
+    read-back state, which matters most for an "unknown" result."""
 
     controller: str
     result: DashboardCommandResult
     finished_at: datetime
+    command_seq: int = 0
+    observation_seq: int = 0

@@ -3,11 +3,32 @@ are possible, a Nats-Msg-Id so JetStream stores it once."""
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+from pydantic import ValidationError
 
 from raybus.bus import subjects as s
 from raybus.bus.codec import encode, publish_headers
-from raybus.bus.envelopes import CommandBatch, ObjectEvent, ObjectKey, Outcome, Trigger
+from raybus.bus.envelopes import (
+    CommandBatch,
+    DashboardCommandMessage,
+    DashboardInterestMessage,
+    DashboardObservation,
+    DashboardResultMessage,
+    ObjectEvent,
+    ObjectKey,
+    Outcome,
+    Trigger,
+)
+from raybus.decisions.dashboard_contract import DashboardInterest
+
+# Trigger.cause_kind of the dashboard-poller's triggers: objects_seq is then a sequence of
+# RAYBUS_DASHBOARD (an observation changed) or of RAYBUS_DASHBOARD_RESULTS (a command ended).
+DASHBOARD_KIND = "dashboard"
+DASHBOARD_RESULT_KIND = "dashresult"
 
 
 async def publish_object(js: JetStreamContext, event: ObjectEvent, *,
@@ -45,3 +66,94 @@ async def publish_status(js: JetStreamContext, batch: CommandBatch) -> None:
 async def publish_outcome(js: JetStreamContext, outcome: Outcome) -> None:
     await js.publish(s.outcome_subject(outcome.controller, outcome.key.namespace, outcome.key.name),
                      encode(outcome), headers=publish_headers(msg_id=f"out-{outcome.reconcile_id}"))
+
+
+# --- dashboard gateway ----------------------------------------------------------------------------
+async def publish_dashboard_observation(js: JetStreamContext, obs: DashboardObservation) -> int:
+    """Returns the RAYBUS_DASHBOARD sequence (triggers carry it with cause_kind "dashboard")."""
+    ack = await js.publish(s.dashboard_subject(obs.key.namespace, obs.key.name), encode(obs),
+                           headers=publish_headers())
+    return int(ack.seq)
+
+
+async def publish_dashboard_interest(js: JetStreamContext, msg: DashboardInterestMessage) -> int:
+    ack = await js.publish(s.dashboard_interest_subject(msg.controller, msg.key.namespace, msg.key.name),
+                           encode(msg), headers=publish_headers())
+    return int(ack.seq)
+
+
+async def publish_dashboard_command(js: JetStreamContext, msg: DashboardCommandMessage) -> int:
+    """Nats-Msg-Id = command_id: a command re-published within the duplicate window (120 s) is
+    stored once. Returns the RAYBUS_DASHBOARD_COMMANDS sequence."""
+    ack = await js.publish(s.dashboard_command_subject(msg.controller, msg.key.namespace, msg.key.name),
+                           encode(msg), headers=publish_headers(msg_id=msg.command_id))
+    return int(ack.seq)
+
+
+async def publish_dashboard_result(js: JetStreamContext, msg: DashboardResultMessage) -> int:
+    """One result per command_id: a poller that re-runs a command after a crash publishes it once."""
+    ack = await js.publish(s.dashboard_result_subject(msg.controller, msg.key.namespace, msg.key.name),
+                           encode(msg), headers=publish_headers(msg_id=f"dres-{msg.result.command_id}"))
+    return int(ack.seq)
+
+
+_KV_KEY = re.compile(r"[-_=a-zA-Z0-9]+")
+
+
+def dashboard_ledger_key(command_id: str) -> str:
+    """The command ledger key (bus/ledger.py) of a dashboard command. A reconciler that gives up
+    on a command revokes it with `BatchLedger.revoke(dashboard_ledger_key(command_id), ...)`; the
+    poller then never executes it and answers it `failed` with `expired=True`."""
+    if _KV_KEY.fullmatch(command_id):
+        return f"dash-{command_id}"
+    return "dash-" + hashlib.blake2b(command_id.encode(), digest_size=16).hexdigest()
+
+
+def dashboard_command_id(owner_uid: str, op: str, *parts: str) -> str:
+    """A deterministic command id (no randomness in names: a re-decision yields the same id, and
+    JetStream's duplicate window stores it once). Put in `parts` whatever makes a deliberate
+    repeat different: the job id, the serve-config hash, the head pod's uid (a new head needs its
+    config again)."""
+    digest = hashlib.blake2b("/".join((owner_uid, op, *parts)).encode(), digest_size=10).hexdigest()
+    return f"{op.replace('_', '-')}-{digest}"
+
+
+class DashboardInterestPublisher:
+    """Publishes an owner's DashboardInterest only when it differs from the last one published.
+
+    The last value per owner lives on RAYBUS_DASHBOARD_INTEREST, so after a restart the first
+    publish per owner reads it back once (one get_last_msg) instead of republishing. One instance
+    per reconciler process; an owner is reconciled by one worker at a time, so no lock is needed.
+    Withdraw an interest (owner deleted, nothing to observe) by publishing `DashboardInterest()`.
+    """
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self._js = js
+        self._last: dict[str, DashboardInterest | None] = {}
+
+    async def _stored(self, subject: str) -> DashboardInterest | None:
+        try:
+            raw = await self._js.get_last_msg(s.STREAM_DASHBOARD_INTEREST, subject)
+        except NotFoundError:
+            return None
+        try:
+            return DashboardInterestMessage.model_validate_json(raw.data or b"").interest
+        except ValidationError:
+            return None
+
+    async def publish(self, *, controller: s.Controller, key: ObjectKey, kind: str,
+                      interest: DashboardInterest, uid: str | None = None) -> bool:
+        """True if published, False if the stream already holds this interest."""
+        subject = s.dashboard_interest_subject(controller, key.namespace, key.name)
+        if subject not in self._last:
+            self._last[subject] = await self._stored(subject)
+        if self._last[subject] == interest:
+            return False
+        await publish_dashboard_interest(self._js, DashboardInterestMessage(
+            key=key, kind=kind, uid=uid, controller=controller.value, interest=interest))
+        self._last[subject] = interest
+        return True
+
+    def forget(self, controller: s.Controller, key: ObjectKey) -> None:
+        """Drop the memo of an owner that is gone (after publishing its empty interest)."""
+        self._last.pop(s.dashboard_interest_subject(controller, key.namespace, key.name), None)

@@ -76,8 +76,10 @@ def stream_configs(settings: BusSettings) -> list[StreamConfig]:
                      retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
         _stream(name=s.STREAM_DASHBOARD_INTEREST, subjects=[s.dashboard_interest_filter()],
                 retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
+        # Through the command ledger too (key = command_id): same max_age reasoning as commands.
         _stream(name=s.STREAM_DASHBOARD_COMMANDS, subjects=[s.dashboard_commands_filter()],
-                retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s),
+                retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s,
+                max_age=COMMAND_MAX_AGE_S),
         _stream(name=s.STREAM_DASHBOARD_RESULTS, subjects=[s.dashboard_results_filter()],
                 retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
         _stream(name=s.STREAM_DEAD_LETTERS, subjects=[s.dead_letter_filter()],
@@ -140,6 +142,21 @@ def command_consumer_config(settings: BusSettings) -> ConsumerConfig:
     return ConsumerConfig(
         durable_name="command-executor",
         filter_subject=s.commands_filter(),
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=settings.executor_ack_wait_s,
+        max_deliver=settings.max_deliver,
+        max_ack_pending=1_000,
+    )
+
+
+def dashboard_command_consumer_config(settings: BusSettings) -> ConsumerConfig:
+    """The dashboard-poller's one durable consumer of dashboard commands. Only the replica holding
+    the poller lease pulls it; ack_wait stays short (a crashed poller's commands come back fast)
+    because a slow write (the first Serve PUT takes up to 9 s) sends in-progress acks."""
+    return ConsumerConfig(
+        durable_name="dashboard-poller",
+        filter_subject=s.dashboard_commands_filter(),
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
         ack_wait=settings.executor_ack_wait_s,

@@ -146,3 +146,6 @@ class DashboardCommandResult(_Frozen):
     cluster: str
     state: Literal["ok", "failed", "unknown"]
     message: str = ""
+    # Never executed: revoked in the command ledger before the poller claimed it (state "failed").
+    # Not a refusal by the dashboard: re-decide it.
+    expired: bool = False

@@ -5,6 +5,12 @@ delivers the last message of every object subject (the full current state), and 
 only once the cache has caught up with the stream's last sequence at start. Afterwards it follows
 live updates. Triggers carry the objects-stream sequence (and kind) of their cause; `wait_for` makes a
 reconcile see at least that state.
+
+Dashboard gateway (optional, `dashboard=True` / `dashboard_results=<controller>`): the cache also
+follows RAYBUS_DASHBOARD (the dashboard-poller's last observation per cluster) as pseudo-kind
+"dashboard", and RAYBUS_DASHBOARD_RESULTS of one controller as pseudo-kind "dashresult", with the
+same snapshot-then-live loading and per-kind sequence watermark, so a poller trigger
+(cause_kind "dashboard"/"dashresult", objects_seq = that stream's sequence) works with `wait_for`.
 """
 
 from __future__ import annotations
@@ -21,18 +27,30 @@ from nats.js.api import DeliverPolicy
 from pydantic import ValidationError
 
 from raybus.bus import subjects as s
-from raybus.bus.envelopes import ObjectEvent
+from raybus.bus.envelopes import DashboardObservation, DashboardResultMessage, ObjectEvent
+from raybus.bus.publish import DASHBOARD_KIND, DASHBOARD_RESULT_KIND
+from raybus.decisions.dashboard_contract import ClusterObservation
 
 log = logging.getLogger(__name__)
 CLUSTER_LABEL = "ray.io/cluster"
 
 Key = tuple[str, str, str]  # kind, namespace, name
+RESULTS_KEPT_PER_OWNER = 32  # recent command results per owner (the stream keeps the last one)
 
 
 class ObjectCache:
-    def __init__(self, nc: NATS, *, kinds: list[s.Kind]) -> None:
+    def __init__(self, nc: NATS, *, kinds: list[s.Kind], dashboard: bool = False,
+                 dashboard_results: s.Controller | None = None) -> None:
         self._nc = nc
         self._kinds = {k.value for k in kinds}
+        # pseudo-kind -> stream filter; see the module docstring
+        self._pseudo: dict[str, str] = {}
+        if dashboard:
+            self._pseudo[DASHBOARD_KIND] = s.dashboard_filter()
+        if dashboard_results is not None:
+            self._pseudo[DASHBOARD_RESULT_KIND] = s.dashboard_results_filter(dashboard_results)
+        self._observations: dict[tuple[str, str], DashboardObservation] = {}
+        self._results: dict[tuple[str, str], dict[str, DashboardResultMessage]] = defaultdict(dict)
         self._objects: dict[Key, dict[str, Any]] = {}
         # ray.io/cluster label index: (kind, namespace, cluster) -> names, for "pods of a cluster"
         self._by_cluster: dict[tuple[str, str, str], set[str]] = defaultdict(set)
@@ -64,6 +82,17 @@ class ObjectCache:
             # starts past zero even when no message of this kind exists.)
             if (info.num_pending or 0) == 0 and sub.pending_msgs == 0 and kind not in self._seen:
                 caught_up.set()
+        for pseudo, subject_filter in sorted(self._pseudo.items()):
+            caught_up = asyncio.Event()
+            self._catching_up.append(caught_up)
+            sub = await js.subscribe(
+                subject_filter, ordered_consumer=True, cb=self._make_cb(pseudo, caught_up),
+                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            )
+            self._subs.append(sub)
+            info = await sub.consumer_info()
+            if (info.num_pending or 0) == 0 and sub.pending_msgs == 0 and pseudo not in self._seen:
+                caught_up.set()
         await asyncio.gather(*(e.wait() for e in self._catching_up))
         self.ready.set()
         log.info("snapshot loaded", extra={"objects": len(self._objects), "seq": self.last_seq})
@@ -81,6 +110,9 @@ class ObjectCache:
 
     async def _on_msg(self, kind: str, msg: Msg) -> None:
         self._seen.add(kind)
+        if kind in self._pseudo:
+            await self._on_dashboard_msg(kind, msg)
+            return
         try:
             event = ObjectEvent.model_validate_json(msg.data)
         except ValidationError:
@@ -94,6 +126,43 @@ class ObjectCache:
             self._last_seq_by_kind[kind] = max(self._last_seq_by_kind.get(kind, 0), seq)
             self.last_seq = max(self.last_seq, seq)
             self._progress.notify_all()
+
+    async def _on_dashboard_msg(self, kind: str, msg: Msg) -> None:
+        try:
+            if kind == DASHBOARD_KIND:
+                obs = DashboardObservation.model_validate_json(msg.data)
+                self._observations[(obs.key.namespace, obs.key.name)] = obs
+            else:
+                res = DashboardResultMessage.model_validate_json(msg.data)
+                recent = self._results[(res.key.namespace, res.key.name)]
+                recent.pop(res.result.command_id, None)
+                recent[res.result.command_id] = res
+                while len(recent) > RESULTS_KEPT_PER_OWNER:
+                    recent.pop(next(iter(recent)))
+        except ValidationError:
+            log.warning("undecodable dashboard message skipped", extra={"subject": msg.subject})
+            return
+        seq = msg.metadata.sequence.stream if msg.metadata else 0
+        async with self._progress:  # watermark of that stream only, never the objects' last_seq
+            self._last_seq_by_kind[kind] = max(self._last_seq_by_kind.get(kind, 0), seq)
+            self._progress.notify_all()
+
+    def dashboard(self, namespace: str, cluster: str) -> ClusterObservation | None:
+        """The dashboard-poller's last observation of a RayCluster (needs `dashboard=True`)."""
+        obs = self._observations.get((namespace, cluster))
+        return obs.observation if obs is not None else None
+
+    def dashboard_message(self, namespace: str, cluster: str) -> DashboardObservation | None:
+        """The same with its envelope (observed_at)."""
+        return self._observations.get((namespace, cluster))
+
+    def dashboard_results(self, namespace: str, owner: str) -> list[DashboardResultMessage]:
+        """Recent command results of one owner, oldest first (needs `dashboard_results=`). After a
+        restart only the last one per owner is known (the stream keeps one per subject)."""
+        return list(self._results.get((namespace, owner), {}).values())
+
+    def dashboard_result(self, namespace: str, owner: str, command_id: str) -> DashboardResultMessage | None:
+        return self._results.get((namespace, owner), {}).get(command_id)
 
     def apply(self, event: ObjectEvent) -> None:
         if event.kind not in self._kinds:
@@ -126,7 +195,7 @@ class ObjectCache:
     async def wait_for(self, seq: int, *, kind: str, timeout: float | None = 5.0) -> bool:
         """Wait until this cache holds the `kind` object at objects-stream `seq` (or newer).
         A kind the cache does not follow is not part of its snapshot: nothing to wait for."""
-        if kind not in self._kinds or self.applied(kind) >= seq:
+        if (kind not in self._kinds and kind not in self._pseudo) or self.applied(kind) >= seq:
             return True
         async with self._progress:
             try:

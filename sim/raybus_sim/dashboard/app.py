@@ -133,7 +133,7 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         if match.get("method_not_allowed"):
             return h.text(405, "405: Method Not Allowed")
         return h.text(404, texts.NOT_FOUND)  # 00_dashboard_healthz, 00_dashboard_local_raylet_healthz_404
-    return await handler(h.Call(state=state, request=request, match=match, now=now))
+    return await handler(h.Call(state=state, request=request, match=match, now=now, clock=registry.clock))
 
 
 def create_dashboard_app(registry: DashboardRegistry) -> web.Application:

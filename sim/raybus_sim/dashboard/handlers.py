@@ -6,9 +6,12 @@ cited per handler). Every dashboard handler takes one `Call` (cluster state, req
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import string
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +45,7 @@ class Call:
     request: web.Request
     match: dict[str, str]
     now: float
+    clock: Callable[[], float] = time.time  # the registry's clock: "now" again after a latency
 
     @property
     def job_id(self) -> str:
@@ -82,7 +86,8 @@ def _auto_id() -> str:
 
 
 async def submit_job(call: Call) -> web.Response:
-    state, now = call.state, call.now
+    await _latency(call.state.settings.job_write_s)
+    state, now = call.state, call.clock()
     raw = await call.request.text()
     try:
         body = json.loads(raw)
@@ -139,7 +144,8 @@ async def job_logs(call: Call) -> web.Response:
 
 async def stop_job(call: Call) -> web.Response:
     """34_*: running -> stopped true; 36_*: terminal -> stopped false; 82_*: PENDING -> true."""
-    state, job_id, now = call.state, call.job_id, call.now
+    await _latency(call.state.settings.job_write_s)
+    state, job_id, now = call.state, call.job_id, call.clock()
     job = state.jobs.find(job_id, now)
     if job is None:
         return _missing(job_id)
@@ -152,7 +158,8 @@ async def stop_job(call: Call) -> web.Response:
 
 async def delete_job(call: Call) -> web.Response:
     """38_*: terminal -> deleted true; 33_*/81_*: non-terminal -> 500 traceback."""
-    state, job_id, now = call.state, call.job_id, call.now
+    await _latency(call.state.settings.job_write_s)
+    state, job_id, now = call.state, call.job_id, call.clock()
     job = state.jobs.find(job_id, now)
     if job is None:
         return _missing(job_id)
@@ -182,8 +189,13 @@ async def get_serve(call: Call) -> web.Response:
 
 
 async def put_serve(call: Call) -> web.Response:
-    """110_* (200, empty body, no content type), 180_* (500), 181_*/90_* (400)."""
-    state, now = call.state, call.now
+    """110_* (200, empty body, no content type), 180_* (500), 181_*/90_* (400).
+
+    README §8: the first PUT starts the Serve controller and proxy before it answers (3.4-9 s on a
+    loaded head; `serve_first_put_s`), later PUTs take `serve_put_s`. Schema errors answer at once.
+    The config is applied when the latency has passed, even if the client gave up meanwhile (the
+    dashboard's handler is not cancelled by a client disconnect)."""
+    state = call.state
     raw = await call.request.text()
     try:
         body = json.loads(raw)
@@ -191,12 +203,18 @@ async def put_serve(call: Call) -> web.Response:
         return text(500, texts.serve_put_bad_json(str(exc)))
     s = state.settings
     try:
+        state.serve.validate(body)
+    except ServeRejected as rejected:
+        return text(rejected.status, rejected.text)
+    await _latency(s.serve_first_put_s if state.serve.started_at is None else s.serve_put_s)
+    try:
         state.serve.put(
             body,
-            now,
+            call.clock(),
             deploy_s=s.serve_deploy_s,
             blip_s=s.serve_unchanged_blip_s,
             delete_s=(s.serve_delete_s, s.serve_delete_unserved_s),
+            importable=s.importable(),
         )
     except ServeRejected as rejected:
         return text(rejected.status, rejected.text)
@@ -204,8 +222,19 @@ async def put_serve(call: Call) -> web.Response:
 
 
 async def delete_serve(call: Call) -> web.Response:
-    call.state.serve.shutdown()  # 100_*: 200, empty body
+    """100_*: 200, empty body. README §8: a synchronous serve.shutdown() that blocks 2.4-3 s while
+    apps run (`serve_delete_running_s`), ~0.8 s when none does (`serve_delete_idle_s`)."""
+    state = call.state
+    if state.serve.started_at is not None:
+        running = state.serve.serving(call.now)
+        await _latency(state.settings.serve_delete_running_s if running else state.settings.serve_delete_idle_s)
+    state.serve.shutdown()
     return web.Response(status=200)
+
+
+async def _latency(seconds: float) -> None:
+    if seconds > 0:
+        await asyncio.sleep(seconds)
 
 
 def proxy(state: ClusterState, *, tail: str, now: float) -> web.Response | None:
@@ -213,6 +242,8 @@ def proxy(state: ClusterState, *, tail: str, now: float) -> web.Response | None:
     serve = state.serve
     if serve.started_at is None:
         return None
+    if tail in ("-/healthz", "-/routes") and not serve.populated(now):
+        return text(503, texts.ROUTE_TABLE_NOT_POPULATED)  # README §8: e.g. its only app failed at import
     if tail == "-/healthz":  # stays "success" with DEPLOY_FAILED/UNHEALTHY apps (162_*, 194_*)
         return text(200, "success") if serve.proxy_healthy else text(503, "This node is being drained.")
     routes = serve.routes(now)
@@ -225,7 +256,7 @@ def proxy(state: ClusterState, *, tail: str, now: float) -> web.Response | None:
     if prefix is None:
         return text(404, f"Path '{path}' not found.")
     app = serve.apps[routes[prefix]]
-    if serve.app_status(app, now) == "DEPLOY_FAILED":
+    if serve.app_status(app, now) == "DEPLOY_FAILED" and not app.served_before:
         dep = app.deployment_names()[0]
         return text(
             503, f"Deployment(name='{dep}', app='{app.name}') is unavailable because it failed to deploy."

@@ -16,6 +16,7 @@ control API in `control.py` or directly through `ClusterState`.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from raybus_sim.dashboard.imports import DEFAULT_IMPORTABLE_MODULES
 from raybus_sim.dashboard.jobs import JobPlan, JobTable
 from raybus_sim.dashboard.serve import ServeState
 
@@ -45,6 +47,19 @@ class ClusterSettings:
     serve_delete_unserved_s: float = 0.1  # removed while never serving (failed/first deploy): gone fast
     proxy_starting_s: float = 0.1  # proxy STARTING right after Serve starts (serve_transition_trace_main)
     timeout_sleep_s: float = 3.0  # default sleep of a "timeout" fault: past KubeRay's 2 s client timeout
+    # Write latencies measured on a real Ray 2.60 head (README §8). A client with one 2 s timeout
+    # reports the first PUT and a DELETE with running apps as failures although both succeed.
+    serve_first_put_s: float = 4.0  # the first PUT starts the Serve controller and proxy: 3.4-9 s
+    serve_put_s: float = 0.03  # later PUTs: 13-40 ms
+    serve_delete_running_s: float = 2.5  # DELETE /api/serve/applications/ while apps run: 2.4-3 s
+    serve_delete_idle_s: float = 0.8  # ... when only failed apps exist
+    job_write_s: float = 0.0  # POST /api/jobs/, stop, DELETE
+    # Top-level modules a head can import (imports.py); anything else ends DEPLOY_FAILED with
+    # ModuleNotFoundError. ["*"]: everything imports.
+    importable_modules: list[str] = field(default_factory=lambda: sorted(DEFAULT_IMPORTABLE_MODULES))
+
+    def importable(self) -> frozenset[str]:
+        return frozenset(self.importable_modules)
 
     def update(self, values: dict[str, Any]) -> None:
         names = {f.name for f in fields(self)}
@@ -52,7 +67,12 @@ class ClusterSettings:
         if unknown:
             raise ValueError(f"unknown settings: {sorted(unknown)}")
         for key, value in values.items():
-            setattr(self, key, float(value))
+            if key == "importable_modules":
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ValueError("importable_modules is a list of module names")
+                self.importable_modules = list(value)
+            else:
+                setattr(self, key, float(value))
 
 
 @dataclass(kw_only=True)
@@ -116,9 +136,7 @@ class DashboardRegistry:
         key = (namespace, name)
         state = self._clusters.get(key)
         if state is None:
-            settings = ClusterSettings(
-                **{f.name: getattr(self.defaults, f.name) for f in fields(ClusterSettings)}
-            )
+            settings = copy.deepcopy(self.defaults)
             state = ClusterState(namespace=namespace, name=name, settings=settings)
             state.restart(self.clock())
             self._clusters[key] = state

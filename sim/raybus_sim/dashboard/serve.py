@@ -7,8 +7,13 @@ Like jobs, app states are derived from the clock at each GET. Behaviours reprodu
 * a new/changed app is DEPLOYING (`deployments: {}`, `route_prefix: null`, topology null) for
   `deploy_s`, then RUNNING; there is no app-level UPDATING (an update shows DEPLOYING);
 * unchanged apps may blip DEPLOYING for `unchanged_blip_s` right after a PUT (v2/v5/v8);
-* import failures (`nonexistent_module:*`, `*:no_such_attr`) and constructor failures
-  (`*broken*`) end DEPLOY_FAILED with the captured messages (v5); the control API can plan either;
+* import failures (any module the head cannot import, see imports.py; `*:no_such_attr`) and
+  constructor failures (`*broken*`) end DEPLOY_FAILED with the captured messages (v5); the control
+  API can plan either;
+* updating a serving app to a broken import: DEPLOYING then DEPLOY_FAILED with deployments {},
+  while the route stays and the old replicas keep answering (README §8);
+* a fresh Serve whose route table was never populated (e.g. its only app failed at import)
+  answers `/-/healthz` and `/-/routes` with 503 "Route table is not populated yet." (README §8);
 * the control API can force UNHEALTHY (v8) or any status on a running app.
 """
 
@@ -18,8 +23,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from raybus_sim.dashboard import imports, texts
 from raybus_sim.dashboard import serve_shapes as shapes
-from raybus_sim.dashboard import texts
 
 APP_STATUSES = ("NOT_STARTED", "DEPLOYING", "DEPLOY_FAILED", "RUNNING", "UNHEALTHY", "DELETING")
 
@@ -48,6 +53,7 @@ class SimApp:
     ready_at: float
     fail: str | None
     served_before: bool = False  # an update of an app that was serving: keeps its route meanwhile
+    missing_module: str | None = None  # what a ModuleNotFoundError names (import failures)
     names: list[str] | None = None  # deployment names from a plan
     blip_until: float = 0.0
     deleting_until: float | None = None
@@ -63,15 +69,6 @@ class SimApp:
         # The real name comes from the user's code; the sim uses the CamelCased attribute name.
         attr = str(self.config["import_path"]).replace(":", ".").rsplit(".", 1)[-1]
         return ["".join(part[:1].upper() + part[1:] for part in attr.split("_"))]
-
-
-def _fail_from_import_path(import_path: str) -> str | None:
-    module = import_path.replace(":", ".").rsplit(".", 1)[0]
-    if module.startswith("nonexistent") or import_path.endswith("no_such_attr"):
-        return "import"
-    if "broken" in import_path:
-        return "ctor"
-    return None
 
 
 def _validate(body: Any) -> list[dict[str, Any]]:
@@ -172,12 +169,26 @@ class ServeState:
     plans: dict[str, AppPlan] = field(default_factory=dict)
     proxy_healthy: bool = True
     last_config: dict[str, Any] | None = None
+    routes_populated: bool = False  # sticky: some app has had deployments since Serve started
+
+    @staticmethod
+    def validate(body: Any) -> None:
+        """The schema checks a PUT does before anything else (raises ServeRejected)."""
+        _validate(body)
 
     def put(
-        self, body: Any, now: float, *, deploy_s: float, blip_s: float, delete_s: tuple[float, float]
+        self,
+        body: Any,
+        now: float,
+        *,
+        deploy_s: float,
+        blip_s: float,
+        delete_s: tuple[float, float],
+        importable: frozenset[str] = imports.DEFAULT_IMPORTABLE_MODULES,
     ) -> None:
         """Apply a declarative config. `delete_s` = (for apps that were serving, for the others)."""
         apps = _validate(body)
+        self.populated(now)  # apps replaced below may have populated the route table
         assert isinstance(body, dict)
         if self.started_at is None:
             self.started_at = now  # the first PUT starts controller + proxy (110_*)
@@ -202,7 +213,8 @@ class ServeState:
                 wanted[name] = old
                 continue
             plan = self.plans.pop(name, AppPlan())
-            fail = plan.fail if plan.fail is not None else _fail_from_import_path(str(cfg["import_path"]))
+            import_path = str(cfg["import_path"])
+            fail = plan.fail if plan.fail is not None else imports.failure(import_path, importable)
             wait = plan.deploy_s if plan.deploy_s is not None else deploy_s
             old_status = None if old is None else self.app_status(old, now)
             serving = old_status in ("RUNNING", "UNHEALTHY") or (
@@ -215,13 +227,14 @@ class ServeState:
                 ready_at=now + wait,
                 fail=fail,
                 served_before=bool(serving),
+                missing_module=imports.missing_module(import_path, importable) if fail == "import" else None,
                 names=plan.deployments,
             )
         for name, old in self.apps.items():
             if name in wanted:
                 continue
-            if self.app_status(old, now) == "DEPLOY_FAILED" and old.fail == "import":
-                continue  # README §4 v6: import-error apps vanished immediately
+            if self.app_status(old, now) == "DEPLOY_FAILED" and old.fail == "import" and not old.served_before:
+                continue  # README §4 v6: import-error apps vanished immediately (nothing was running)
             if old.deleting_until is None:
                 serving = self.app_status(old, now) in ("RUNNING", "UNHEALTHY") or old.served_before
                 old.deleting_until = now + (delete_s[0] if serving else delete_s[1])
@@ -233,6 +246,35 @@ class ServeState:
         self.started_at = None
         self.apps.clear()
         self.last_config = None
+        self.routes_populated = False
+
+    def serving(self, now: float) -> bool:
+        """Some app has live replicas (a DELETE then blocks 2.4-3 s, README §8)."""
+        return any(self.app_status(a, now) in ("RUNNING", "UNHEALTHY")
+                   or (self.app_status(a, now) == "DEPLOYING" and a.served_before)
+                   or (self.app_status(a, now) == "DEPLOY_FAILED" and a.served_before)
+                   for a in self.apps.values())
+
+    def populated(self, now: float) -> bool:
+        """Whether the proxy ever got a route table: once any app has had deployments (a first
+        deploy shows none for a while; an import failure never has any)."""
+        if not self.routes_populated:
+            self.routes_populated = any(self._has_deployments(a, now) for a in self.apps.values())
+        return self.routes_populated
+
+    def _has_deployments(self, app: SimApp, now: float) -> bool:
+        status = self.app_status(app, now)
+        if status in ("RUNNING", "UNHEALTHY") or app.served_before:
+            return True
+        if status == "DEPLOY_FAILED":
+            return app.fail == "ctor"
+        return status == "DEPLOYING" and not self._fresh(app, now)
+
+    @staticmethod
+    def _fresh(app: SimApp, now: float) -> bool:
+        """A first deployment (not an update) shows no route/deployments for its first half."""
+        return (not app.served_before and now < app.ready_at
+                and now < app.deployed_at + (app.ready_at - app.deployed_at) / 2)
 
     def app_status(self, app: SimApp, now: float) -> str:
         if app.deleting_until is not None:
@@ -256,7 +298,7 @@ class ServeState:
             if (
                 status in ("RUNNING", "UNHEALTHY")
                 or updating
-                or (status == "DEPLOY_FAILED" and app.fail == "ctor")
+                or (status == "DEPLOY_FAILED" and (app.fail == "ctor" or app.served_before))
             ):
                 out[str(app.config.get("route_prefix", "/"))] = app.name
         return out
@@ -267,6 +309,7 @@ class ServeState:
         self.prune(now)
         if self.started_at is None:
             return copy.deepcopy(shapes.EMPTY_DETAILS)
+        self.populated(now)
         port = int(self.http_options.get("port", 8000))
         proxy_status = (
             "STARTING"
@@ -294,16 +337,15 @@ class ServeState:
         message = ""
         deployments: dict[str, Any] = {}
         route: str | None = str(app.config.get("route_prefix", "/"))
-        fresh = (  # a first deployment (not an update) shows no route/deployments for a while
-            status == "DEPLOYING"
-            and not app.served_before
-            and now < app.ready_at
-            and now < app.deployed_at + (app.ready_at - app.deployed_at) / 2
-        )
+        fresh = status == "DEPLOYING" and self._fresh(app, now)
         if status == "DELETING" or fresh or (status == "DEPLOY_FAILED" and app.fail == "import"):
-            route = None  # 111_serve_v1_poll_01 / 161_* / README v6: no route, no deployments yet
+            # 111_serve_v1_poll_01 / 161_* / README v6: no route, no deployments yet. An update of
+            # a serving app that fails at import keeps its route (README §8): old replicas serve.
+            if not (status == "DEPLOY_FAILED" and app.served_before):
+                route = None
             if status == "DEPLOY_FAILED":
-                message = texts.import_failed(app.name, str(app.config["import_path"]))
+                message = texts.import_failed(app.name, str(app.config["import_path"]),
+                                              missing=app.missing_module)
         else:
             deployments = {n: self._deployment(app, n, app_status=status, now=now) for n in names}
             if status == "DEPLOY_FAILED":

@@ -132,12 +132,15 @@ def serve_validation(errors: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
-def import_failed(app: str, import_path: str) -> str:
-    """161_serve_v5_*: DEPLOY_FAILED message for an app whose import fails."""
+def import_failed(app: str, import_path: str, *, missing: str | None = None) -> str:
+    """161_serve_v5_*: DEPLOY_FAILED message for an app whose import fails. `missing`: the module
+    a ModuleNotFoundError names (README §8: any unimportable module), else an AttributeError."""
     module, _, attr = import_path.replace(":", ".").rpartition(".")
+    if missing is None and module.startswith("nonexistent"):
+        missing = module
     last = (
-        f"ModuleNotFoundError: No module named '{module}'"
-        if module.startswith("nonexistent")
+        f"ModuleNotFoundError: No module named '{missing}'"
+        if missing is not None
         else f"AttributeError: module '{module}' has no attribute '{attr}'"
     )
     return (
@@ -145,6 +148,9 @@ def import_failed(app: str, import_path: str) -> str:
         '  File "/opt/rayenv/lib/python3.11/site-packages/ray/serve/_private/application_state.py",'
         f" line 926, in _reconcile_build_app_task\n{last}\n"
     )
+
+
+ROUTE_TABLE_NOT_POPULATED = "Route table is not populated yet."  # README §8
 
 
 def ctor_failed_app(deployments: list[str]) -> str:

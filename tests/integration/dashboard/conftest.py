@@ -24,6 +24,10 @@ FAST = ClusterSettings(
     serve_delete_s=0.1,
     serve_delete_unserved_s=0.5,
     timeout_sleep_s=1.0,
+    serve_first_put_s=0.0,  # latency tests set their own (test_latency.py)
+    serve_put_s=0.0,
+    serve_delete_running_s=0.0,
+    serve_delete_idle_s=0.0,
 )
 
 

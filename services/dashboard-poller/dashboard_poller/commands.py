@@ -1,0 +1,248 @@
+"""Dashboard commands: submit/stop/delete a Ray job, PUT/DELETE the Serve config.
+
+Consumed from RAYBUS_DASHBOARD_COMMANDS through the durable pull consumer `dashboard-poller`
+(explicit acks, `runtime.pull.PullWorkers`: in-progress acks while a command waits for its head or
+runs, so ack_wait stays short). Each command goes through the command ledger (`bus/ledger.py`,
+key `dashboard_ledger_key(command_id)`) like the executor's batches, so whatever JetStream
+redelivers or duplicates, and whichever replica gets it:
+- a command is executed at most once while its record lives (a redelivered `done` command is
+  answered from the record: the same result is published again, nothing is sent to the head);
+- a command its reconciler revoked is answered `failed`/`expired` and never executed;
+- a claim is a lease renewed while the command waits for the head's lock and runs; a replica that
+  dies mid-command loses it and the next one executes it again, which is safe because every
+  command is idempotent on the head (a duplicate submission id, a stop of a terminal job, a delete
+  of a missing job are successes; PUT is declarative).
+After the write the poller reads the affected part back under the same lock and publishes the
+observation if it changed, then one DashboardResultMessage (carrying that observation's sequence)
+and a trigger for the owner. A write that timed out is `unknown`, never assumed done or failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Literal
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from dashboard_poller.heads import Heads
+from raybus.adapters.dashboard import (
+    DashboardError,
+    DashboardGarbage,
+    DashboardOutcomeUnknown,
+    JobAlreadyExists,
+    JobNotFound,
+    RayDashboardClient,
+)
+from raybus.adapters.dashboard_models import JobSubmitRequest
+from raybus.bus import subjects as s
+from raybus.bus.codec import decode_or_dead_letter
+from raybus.bus.envelopes import CommandResult, DashboardCommandMessage, DashboardResultMessage
+from raybus.bus.ledger import BatchLedger, BatchRecord
+from raybus.bus.publish import (
+    DASHBOARD_RESULT_KIND,
+    dashboard_ledger_key,
+    publish_dashboard_result,
+    publish_trigger,
+)
+from raybus.decisions.dashboard_contract import (
+    DashboardCommandResult,
+    DeleteJob,
+    DeleteServeApps,
+    PutServeConfig,
+    StopJob,
+    SubmitJob,
+)
+from raybus.decisions.dashboard_poll import ClusterWant, JobsRequest, PollPlan, PollState
+from raybus.observability.metrics import DASHBOARD_COMMANDS, MESSAGES
+from raybus.runtime.tasks import cancel_and_wait
+
+log = logging.getLogger(__name__)
+SERVICE = "dashboard-poller"
+# CommandResult.error_reason values used to keep a DashboardCommandResult's state in the ledger.
+_STATE_REASON = {"failed": "DashboardCommandFailed", "unknown": "DashboardOutcomeUnknown"}
+State = Literal["ok", "failed", "unknown"]
+Outcome = tuple[State, str]
+
+
+async def execute(client: RayDashboardClient, command: DashboardCommandMessage) -> Outcome:
+    """Send one command; map the head's answer to ok / failed / unknown (idempotent successes
+    are ok). A refused connection is `failed` (nothing was sent); anything after sending without
+    a definite answer is `unknown`."""
+    c = command.command
+    try:
+        if isinstance(c, SubmitJob):
+            try:
+                await client.submit_job(JobSubmitRequest(
+                    entrypoint=c.entrypoint, submission_id=c.job_id, runtime_env=c.runtime_env,
+                    metadata=c.metadata, entrypoint_num_cpus=c.entrypoint_num_cpus,
+                    entrypoint_num_gpus=c.entrypoint_num_gpus,
+                    entrypoint_resources=c.entrypoint_resources))
+                return "ok", f"submitted {c.job_id}"
+            except JobAlreadyExists:
+                return "ok", f"submission id {c.job_id} already exists"  # KubeRay: not an error
+        if isinstance(c, StopJob):
+            try:
+                stopped = await client.stop_job(c.job_id)
+                return "ok", "stop requested" if stopped else "job already terminal"
+            except JobNotFound:
+                return "ok", f"job {c.job_id} does not exist: nothing to stop"
+        if isinstance(c, DeleteJob):
+            try:
+                await client.delete_job(c.job_id)
+                return "ok", f"deleted {c.job_id}"
+            except JobNotFound:
+                return "ok", f"job {c.job_id} does not exist: nothing to delete"
+        if isinstance(c, PutServeConfig):
+            await client.update_deployments(c.config)
+            return "ok", f"Serve config {c.config_hash} applied"
+        if isinstance(c, DeleteServeApps):
+            await client.shutdown_serve()
+            return "ok", "Serve shut down"
+    except (DashboardOutcomeUnknown, DashboardGarbage) as exc:
+        return "unknown", f"no definite answer ({exc}); state read back into the observation"
+    except DashboardError as exc:
+        return "failed", str(exc)[:500]
+    raise AssertionError(f"unknown dashboard command {type(c).__name__}")  # pragma: no cover
+
+
+def read_back_plan(want: ClusterWant, command: DashboardCommandMessage) -> tuple[ClusterWant, PollPlan]:
+    """Read back the part the command touched (its job, or the Serve apps), as declared plus it."""
+    c = command.command
+    if isinstance(c, SubmitJob | StopJob | DeleteJob):
+        jobs = tuple(sorted({*want.jobs, c.job_id}))
+        want = want.model_copy(update={"jobs": jobs})
+        single = len(jobs) == 1
+        return want, PollPlan(jobs=JobsRequest(job_id=jobs[0] if single else None, declared=jobs))
+    return want.model_copy(update={"serve": True}), PollPlan(serve=True)
+
+
+class CommandRunner:
+    def __init__(self, heads: Heads, *, nc: NATS, ledger: BatchLedger, replica_id: str,
+                 lease_s: float) -> None:
+        self._heads = heads
+        self._nc = nc
+        self._ledger = ledger
+        self._replica = replica_id
+        self._lease_s = lease_s
+        self.executed = 0  # observable for tests
+        self.answered_from_ledger = 0
+
+    async def handle(self, msg: Msg) -> None:
+        command = await decode_or_dead_letter(DashboardCommandMessage, data=msg.data, subject=msg.subject,
+                                              nc=self._nc, service=SERVICE)
+        if command is None:
+            MESSAGES.labels(SERVICE, "dashcmd", "dead_letter").inc()
+            await msg.ack()
+            return
+        seq = msg.metadata.sequence.stream if msg.metadata else 0
+        key = dashboard_ledger_key(command.command_id)
+        holder = f"{self._replica}/{uuid.uuid4().hex[:8]}"
+        claim = await self._ledger.claim(key, holder=holder, lease_s=self._lease_s, now=time.time())
+        if not claim.won:
+            await self._answer_unclaimed(msg, command, claim.record, seq=seq)
+            return
+        task = asyncio.ensure_future(self._run(command))
+        revision = claim.revision
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self._lease_s / 3)
+                if done:
+                    break
+                renewed = await self._ledger.renew(key, holder=holder, revision=revision,
+                                                   lease_s=self._lease_s, now=time.time())
+                if renewed is None:
+                    log.warning("lost the claim on a dashboard command; stopping",
+                                extra={"command_id": command.command_id})
+                    await cancel_and_wait([task])
+                    return
+                revision = renewed
+        except asyncio.CancelledError:
+            await cancel_and_wait([task])
+            raise
+        result, obs_seq = task.result()
+        record = CommandResult(op=result.op, target=result.cluster, ok=result.state == "ok",
+                               error_reason=_STATE_REASON.get(result.state), message=result.message)
+        if not await self._ledger.finish(key, revision=revision, results=[record], now=time.time()):
+            return  # another replica took the claim over: it reports
+        await self._report(command, result, seq=seq, observation_seq=obs_seq)
+        await msg.ack()
+        self.executed += 1
+
+    async def _run(self, command: DashboardCommandMessage) -> tuple[DashboardCommandResult, int]:
+        heads, c = self._heads, command.command
+        namespace = command.key.namespace
+        ck = (namespace, c.cluster)
+        async with heads.locks[ck]:
+            state, message = await execute(heads.client(namespace, c.cluster), command)
+            heads.requests += 1
+            if isinstance(c, DeleteJob) and state == "ok":
+                heads.deleted_jobs[ck].add(c.job_id)  # a FAILED record after this is the ghost
+            elif isinstance(c, SubmitJob):
+                heads.deleted_jobs[ck].discard(c.job_id)
+            DASHBOARD_COMMANDS.labels(op=c.op, state=state).inc()
+            log.info("dashboard command", extra={"command_id": command.command_id, "op": c.op,
+                                                 "cluster": f"{namespace}/{c.cluster}", "state": state,
+                                                 "reason": c.reason, "detail": message[:300]})
+            want = heads.view.wants().get(ck) or ClusterWant(namespace=namespace, cluster=c.cluster)
+            want, plan = read_back_plan(want, command)
+            round_result = await heads.read(want, plan)
+            now = time.monotonic()
+            prev = heads.states.get(ck, PollState())
+            failed = round_result.failed
+            # Fast cadence for a while after a write (things change now); the regular rounds keep
+            # their own bookkeeping (this read-back covered one part only).
+            new_state = prev.model_copy(update={
+                "last_write_at": now, "failures": prev.failures + 1 if failed else 0,
+                "last_success_at": prev.last_success_at if failed else now})
+            heads.states[ck] = new_state
+            obs_seq = await heads.observe(want, round_result, failures=new_state.failures,
+                                          reason=f"read back after {c.op}",
+                                          previous_success=prev.last_success_at)
+        result = DashboardCommandResult(command_id=command.command_id, op=c.op, cluster=c.cluster,
+                                        state=state, message=message)
+        return result, obs_seq
+
+    async def _answer_unclaimed(self, msg: Msg, command: DashboardCommandMessage,
+                                record: BatchRecord | None, *, seq: int) -> None:
+        c = command.command
+        if record is not None and record.state == "done" and record.results:
+            done = record.results[0]
+            state: State = "ok" if done.ok else (
+                "unknown" if done.error_reason == _STATE_REASON["unknown"] else "failed")
+            result = DashboardCommandResult(command_id=command.command_id, op=c.op, cluster=c.cluster,
+                                            state=state, message=done.message)
+            _, obs_seq = self._heads.view.observation(command.key.namespace, c.cluster)
+            await self._report(command, result, seq=seq, observation_seq=obs_seq)
+            await msg.ack()
+            self.answered_from_ledger += 1
+            return
+        if record is not None and record.state == "revoked":
+            log.info("dashboard command revoked by its reconciler; not executed",
+                     extra={"command_id": command.command_id})
+            result = DashboardCommandResult(
+                command_id=command.command_id, op=c.op, cluster=c.cluster, state="failed", expired=True,
+                message="revoked by the reconciler before the dashboard-poller executed it")
+            await self._report(command, result, seq=seq, observation_seq=0)
+            await msg.ack()
+            return
+        # Held under a live lease (another replica mid-takeover, or a duplicate delivery to us).
+        wait = max(0.2, (record.lease_until - time.time()) if record is not None else 1.0)
+        await msg.nak(delay=min(wait + 0.1, self._lease_s))
+
+    async def _report(self, command: DashboardCommandMessage, result: DashboardCommandResult, *,
+                      seq: int, observation_seq: int) -> None:
+        js = self._nc.jetstream()
+        message = DashboardResultMessage(
+            key=command.key, kind=command.kind, uid=command.uid,
+            resource_version=command.resource_version, controller=command.controller, result=result,
+            finished_at=datetime.now(UTC), command_seq=seq, observation_seq=observation_seq)
+        result_seq = await publish_dashboard_result(js, message)
+        await publish_trigger(js, controller=s.Controller(command.controller), key=command.key,
+                              kind=command.kind, cause=f"dashboard {result.op} {result.state}",
+                              objects_seq=result_seq, cause_kind=DASHBOARD_RESULT_KIND,
+                              partitions=self._heads.settings.partitions)

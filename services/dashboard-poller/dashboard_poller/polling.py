@@ -1,0 +1,92 @@
+"""The poll scheduler: asks the pure decision (`decide_poll`) for every declared cluster when to
+read it, runs due rounds (at most one per head, a bounded number at once), and sleeps until the
+earliest next decision or until an interest changes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+
+from dashboard_poller.heads import Heads
+from dashboard_poller.view import ClusterKey
+from raybus.bus import subjects as s
+from raybus.decisions.dashboard import head_ready
+from raybus.decisions.dashboard_poll import ClusterWant, PollPlan, PollState, after_head_ready, decide_poll
+from raybus.runtime.cache import ObjectCache
+from raybus.runtime.tasks import cancel_and_wait
+
+log = logging.getLogger(__name__)
+MAX_SLEEP_S = 1.0  # RayCluster readiness is read from the cache, not signalled: look this often
+
+
+class PollScheduler:
+    def __init__(self, heads: Heads, *, clusters: ObjectCache | None, max_in_flight: int) -> None:
+        self._heads = heads
+        self._clusters = clusters
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._busy: dict[ClusterKey, asyncio.Task[None]] = {}
+        self._ready_seen: dict[ClusterKey, bool | None] = {}
+
+    def _head_ready(self, key: ClusterKey) -> bool | None:
+        """The RayCluster's HeadPodReady condition; None when the cluster object is unknown (e.g.
+        no watcher in a test): then the head is simply tried."""
+        if self._clusters is None:
+            return None
+        obj = self._clusters.get(s.Kind.RAYCLUSTER, *key)
+        ready = None if obj is None else head_ready(obj)
+        if ready and self._ready_seen.get(key) is False:
+            # The head just became Ready: the backoff earned by the head that was not there
+            # yet must not delay the first read of the new one.
+            self._heads.states[key] = after_head_ready(self._heads.states.get(key, PollState()))
+        self._ready_seen[key] = ready
+        return ready
+
+    async def run(self) -> None:
+        view = self._heads.view
+        try:
+            while True:
+                view.changed.clear()
+                wake = self._round_of_decisions()
+                timeout = max(0.0, min(wake - time.monotonic(), MAX_SLEEP_S))
+                try:
+                    await asyncio.wait_for(view.changed.wait(), timeout)
+                except TimeoutError:
+                    pass
+        finally:
+            await cancel_and_wait(list(self._busy.values()))
+
+    def _round_of_decisions(self) -> float:
+        heads, settings = self._heads, self._heads.settings.poll()
+        wake = math.inf
+        now, wall_ms = time.monotonic(), int(time.time() * 1000)
+        for key, want in heads.view.wants().items():
+            if key in self._busy:
+                continue
+            state = heads.states.get(key, PollState())
+            obs, _ = heads.view.observation(*key)
+            decision = decide_poll(want, state, obs, now=now, wall_ms=wall_ms, settings=settings,
+                                   head_ready=self._head_ready(key))
+            if decision.due and decision.plan is not None:
+                task = asyncio.create_task(self._poll(key, want, decision.plan, decision.reason))
+                self._busy[key] = task
+            else:
+                wake = min(wake, decision.at)
+        return wake
+
+    async def _poll(self, key: ClusterKey, want: ClusterWant, plan: PollPlan, reason: str) -> None:
+        try:
+            async with self._slots:
+                await self._heads.poll(want, plan, reason=reason)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("poll round failed", extra={"cluster": f"{key[0]}/{key[1]}"})
+            state = self._heads.states.get(key, PollState())
+            self._heads.states[key] = state.model_copy(update={
+                "last_attempt_at": time.monotonic(), "failures": state.failures + 1})
+        finally:
+            self._busy.pop(key, None)
+            self._heads.view.changed.set()  # decide again for this cluster
+

@@ -1,0 +1,49 @@
+"""The dashboard-poller's settings (flags / RAYBUS_* env in __main__)."""
+
+from __future__ import annotations
+
+from raybus.adapters.dashboard import IN_CLUSTER_TEMPLATE, DashboardTimeouts
+from raybus.bus.streams import BusSettings
+from raybus.decisions.dashboard_poll import PollSettings
+from raybus.runtime.service import CommonSettings
+
+SERVICE = "dashboard-poller"
+IN_CLUSTER_PROXY_TEMPLATE = "http://{pod_ip}:{port}"  # KubeRay: the head pod's IP, Serve port
+
+
+class PollerSettings(CommonSettings):
+    service: str = SERVICE
+    dashboard_url_template: str = IN_CLUSTER_TEMPLATE
+    # Serve proxy of a head pod: {namespace} {cluster} {pod} {pod_ip} {port}
+    proxy_url_template: str = IN_CLUSTER_PROXY_TEMPLATE
+    fast_interval_s: float = 1.0
+    slow_interval_s: float = 30.0
+    fresh_window_s: float = 15.0
+    backoff_cap_s: float = 30.0
+    unreachable_after: int = 2
+    read_timeout_s: float = 2.0
+    job_write_timeout_s: float = 10.0
+    serve_put_timeout_s: float = 20.0
+    serve_delete_timeout_s: float = 15.0
+    # Short: a crashed poller's commands come back quickly; slow writes send in-progress acks.
+    ack_wait_s: float = 5.0
+    max_deliver: int = 20
+    lease_ttl_s: float = 10.0
+    max_rounds_in_flight: int = 64  # heads read at once (each head: one request at a time)
+    max_commands_in_flight: int = 64
+
+    def poll(self) -> PollSettings:
+        return PollSettings(fast_interval_s=self.fast_interval_s, slow_interval_s=self.slow_interval_s,
+                            fresh_window_s=self.fresh_window_s, backoff_cap_s=self.backoff_cap_s,
+                            unreachable_after=self.unreachable_after)
+
+    def timeouts(self) -> DashboardTimeouts:
+        return DashboardTimeouts(read_s=self.read_timeout_s, submit_job_s=self.job_write_timeout_s,
+                                 stop_job_s=self.job_write_timeout_s,
+                                 delete_job_s=self.job_write_timeout_s,
+                                 serve_put_s=self.serve_put_timeout_s,
+                                 serve_delete_s=self.serve_delete_timeout_s)
+
+    def bus(self) -> BusSettings:
+        return BusSettings(partitions=self.partitions, executor_ack_wait_s=self.ack_wait_s,
+                           max_deliver=self.max_deliver, lease_ttl_s=self.lease_ttl_s)
