@@ -14,7 +14,7 @@ exactly the next one - computed from persisted status timestamps, so it survives
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from raybus.api import with_defaults
@@ -67,7 +67,9 @@ def _handle_deletion(w: Work) -> JobDecision:
         return _decision(w, status=None)
     cluster_name, job_id = w.get("rayClusterName"), w.get("jobId")
     stoppable = bool(job_id and w.get("dashboardURL") and current_cluster(w) is not None)
-    stopped = any(r.op == "stop_job" and r.cluster == cluster_name for r in w.snapshot.dashboard_results)
+    # An expired result was never executed (revoked before the poller claimed it): stop again.
+    stopped = any(r.op == "stop_job" and r.cluster == cluster_name and not getattr(r, "expired", False)
+                  for r in w.snapshot.dashboard_results)
     if not is_job_terminal(w.job_status) and stoppable and not stopped:
         w.dashboard_commands.append(StopJob(reason=f"RayJob {w.job.namespace}/{w.job.name} is being deleted",
                                             cluster=cluster_name, job_id=job_id))
@@ -218,15 +220,23 @@ def _interest(w: Work) -> DashboardInterest:
                              poll_now=w.poll_now)
 
 
+def _requeue_after(w: Work, status: dict[str, Any] | None) -> float | None:
+    if w.error is not None:
+        return None  # the rate limiter decides
+    if status is not None and (w.original.get("jobDeploymentStatus") or "") != w.jds:
+        # A new state: the deadlines gathered on the way are the old state's. Run the new state's
+        # first step once this write is visible (KubeRay: the watch event of its own status update)
+        # if it has time-based behaviour; it computes its deadlines itself.
+        return 0.0 if _has_time_based_followup(w) else None
+    if w.jds == "Running" and is_job_terminal(w.job_status):
+        end = w.ray_job_info_end()  # the transition grace period now runs
+        if end is not None:
+            w.deadline(end + timedelta(seconds=w.settings.transition_grace_period_seconds))
+    return seconds_until(min(w.deadlines), w.now) if w.deadlines else None
+
+
 def _decision(w: Work, *, status: dict[str, Any] | None) -> JobDecision:
-    requeue: float | None = None
-    if w.error is None:
-        if w.deadlines:
-            requeue = seconds_until(min(w.deadlines), w.now)
-        if status is not None and _has_time_based_followup(w):
-            # Run the new state's first step once this write is visible (KubeRay: the watch event of
-            # its own status update); it computes the new state's deadlines.
-            requeue = 0.0
+    requeue = _requeue_after(w, status)
     return JobDecision(commands=w.commands, dashboard_commands=w.dashboard_commands, status=status,
                        interest=_interest(w), requeue_after=requeue, error=w.error, reasons=w.reasons)
 

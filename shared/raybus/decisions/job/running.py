@@ -99,7 +99,8 @@ def _status_check_failed(w: Work) -> bool:
 def _http_submit(w: Work) -> bool:
     """HTTPMode, job not found: submit it (again: a recreated head lost it), once per observation."""
     cluster = w.get("rayClusterName")
-    previous = [r for r in w.snapshot.dashboard_results if r.op == "submit_job" and r.cluster == cluster]
+    previous = [r for r in w.snapshot.dashboard_results
+                if r.op == "submit_job" and r.cluster == cluster and not getattr(r, "expired", False)]
     if any(r.state == "failed" for r in previous):
         w.fail_reconcile("Failed to submit the Ray job: "
                          + "; ".join(r.message for r in previous if r.state == "failed"))

@@ -12,6 +12,7 @@ import pytest
 
 from raybus.decisions.job.model import JobSnapshot
 from tests.unit.decisions.job.fixtures import (
+    T0,
     decide,
     head_pod,
     make_cluster,
@@ -22,6 +23,7 @@ from tests.unit.decisions.job.fixtures import (
 )
 
 CL = "rj-abcde"
+T0_MS = int(T0.timestamp() * 1000)
 JID = "rj-xyz12"
 
 
@@ -172,9 +174,10 @@ ROWS = [
         5, "Complete", job_status="STOPPED"),
     Row("Running->Running (SUCCEEDED but submitter not finished: wait)",
         snap(st("Running", jobStatus="RUNNING"), sub=submitter(), obs=observation(CL, jobs={JID: "SUCCEEDED"},
-                                                                                   end_ms=4000)),
+                                                                                   end_ms=T0_MS + 4000)),
         5, "Running", job_status="SUCCEEDED",
-        check=lambda d: d.requeue_after == 0.0),
+        # the transition grace period (300 s from the job's end) is the next time-based step
+        check=lambda d: d.requeue_after == 299.0 and d.status["rayJobInfo"]["endTime"] == ts(4)),
 ]
 
 
