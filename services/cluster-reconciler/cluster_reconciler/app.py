@@ -1,9 +1,11 @@
 """cluster-reconciler: KubeRay's RayCluster controller as a bus consumer.
 
 Per reconcile: read the RayCluster and everything it owns from the snapshot cache, its scale
-expectations from Redis, call the pure `reconcile_cluster`, persist the updated expectations
-*before* publishing the commands (KubeRay's ExpectScalePod-before-create order, so a crash between
-the two can never lead to a second create), then publish one ordered command batch.
+expectations from Redis and the state of the batches they name (runtime.batches: Outcomes, then
+the command ledger), call the pure `reconcile_cluster`, persist the updated expectations *before*
+publishing the commands (KubeRay's ExpectScalePod-before-create order, so a crash between the two
+can never lead to a second create), then publish one ordered command batch whose id the
+expectations already carry.
 """
 
 from __future__ import annotations
@@ -16,18 +18,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cluster_reconciler.inflight import InFlightWrites
-from cluster_reconciler.outcomes import OutcomeCache
 from raybus.adapters.redis_state import EXPECTATIONS
 from raybus.api.raycluster import RayCluster
 from raybus.bus import subjects as s
-from raybus.bus.envelopes import ObjectKey
+from raybus.bus.envelopes import ObjectKey, Outcome
 from raybus.decisions.cluster.expectations import ScaleExpectations
 from raybus.decisions.cluster.outcome import cluster_ref
-from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
+from raybus.decisions.cluster.reconcile import ClusterSnapshot, CommandFailure, reconcile_cluster
 from raybus.decisions.cluster.settings import OperatorSettings
+from raybus.decisions.cluster.status import inconsistent_status
 from raybus.decisions.commands import ObjectRef, RecordEvent, UpdateStatus
-from raybus.runtime.controller import ReconcileFn
+from raybus.runtime.controller import ReconcileFn, Result
+from raybus.runtime.inflight import InFlightWrites
+from raybus.runtime.outcomes import real_failures
 from raybus.runtime.reconciler_app import ReconcilerApp, ReconcilerContext
 from raybus.runtime.service import CommonSettings
 
@@ -37,33 +40,47 @@ KINDS = [s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.SERVICE, s.Kind.INGRESS, s.Kind.S
 
 
 class ClusterReconciler:
-    def __init__(self, ctx: ReconcilerContext, operator: OperatorSettings,
-                 outcomes: OutcomeCache) -> None:
+    def __init__(self, ctx: ReconcilerContext, operator: OperatorSettings) -> None:
         self._ctx = ctx
         self._operator = operator
-        self._outcomes = outcomes
-        self._inflight = InFlightWrites()
-        outcomes.on_outcome.append(self._inflight.settle)
+        self._inflight = InFlightWrites(differs=inconsistent_status)
+        ctx.outcomes.hooks.append(self._settle)
+
+    def _settle(self, outcome: Outcome) -> None:
+        self._inflight.settle(outcome.reconcile_id)
+
+    def bind(self, look_again: Any) -> None:
+        """A status held back behind an in-flight one is asked for again once that settles."""
+        self._inflight.on_ready = look_again
 
     def _owned(self, kind: s.Kind, key: ObjectKey) -> list[dict[str, Any]]:
         return self._ctx.cache.owned_by(kind, key.namespace, owner_kind="RayCluster",
                                         owner_name=key.name)
 
-    async def reconcile(self, key: ObjectKey) -> float | None:
+    def _last_failures(self, key: ObjectKey) -> list[CommandFailure]:
+        outcome = self._ctx.outcomes.last(key)
+        if outcome is None:
+            return []
+        # target lets the decision name the failed object (KubeRay's error message carries it).
+        return [CommandFailure(reason=r.error_reason or "", message=r.message, target=r.target)
+                for r in real_failures(outcome.results)]
+
+    async def reconcile(self, key: ObjectKey) -> Result:
         cache, store = self._ctx.cache, self._ctx.store
         raw = cache.get(s.Kind.RAYCLUSTER, key.namespace, key.name)
         if raw is None:
             # RayClusterScaleExpectation.Delete on NotFound: nothing left to expect.
             await store.delete(EXPECTATIONS, namespace=key.namespace, name=key.name)
-            self._outcomes.forget(key)
+            self._ctx.outcomes.forget(key)
             self._inflight.forget(key)
-            return None
+            return Result()
         try:
             cluster = RayCluster.model_validate(raw)
         except ValidationError as exc:
             return await self._unparseable(key, raw, exc)
         stored = await store.load(EXPECTATIONS, namespace=key.namespace, name=key.name)
         expectations = ScaleExpectations.model_validate(stored) if stored else ScaleExpectations()
+        batch_id = uuid.uuid4().hex
         snapshot = ClusterSnapshot(
             cluster=cluster,
             pods=cache.labelled(s.Kind.POD, key.namespace, key.name),
@@ -74,16 +91,19 @@ class ClusterReconciler:
             roles=self._owned(s.Kind.ROLE, key),
             role_bindings=self._owned(s.Kind.ROLEBINDING, key),
             expectations=expectations,
-            last_failures=self._outcomes.failures(key),
+            last_failures=self._last_failures(key),
+            batches=await self._ctx.batches.states(expectations.batches()),
+            batch_id=batch_id,
         )
         decision = reconcile_cluster(snapshot, settings=self._operator, now=datetime.now(UTC),
                                      entropy=secrets.token_hex(8))
-        if decision.expectations != expectations:
-            await store.save(EXPECTATIONS, namespace=key.namespace, name=key.name,
-                             value=decision.expectations.model_dump(mode="json"))
-        batch_id = uuid.uuid4().hex
         commands = self._inflight.drop_pending_creates(key, list(decision.commands),
                                                        batch_id=batch_id)
+        if decision.expectations != expectations:
+            # Before publishing: a crash in between leaves expectations naming a batch that was
+            # never published; the next reconcile revokes it through the ledger and re-decides.
+            await store.save(EXPECTATIONS, namespace=key.namespace, name=key.name,
+                             value=decision.expectations.model_dump(mode="json"))
         if decision.status is not None and self._inflight.status_pending(key, decision.status):
             decision = decision.model_copy(update={"status": None})
         if decision.status is not None:
@@ -94,15 +114,19 @@ class ClusterReconciler:
         # reasoning (KubeRay's V(1) logs) at debug, so a steady cluster does not flood the logs.
         for reason in decision.reasons:
             log.debug(reason, extra={"key": str(key)})
+        if decision.error is not None:
+            log.info("reconcile error", extra={"key": str(key), "error": decision.error})
         if commands:
             await self._ctx.publish(key=key, kind=s.Kind.RAYCLUSTER, commands=commands,
                                     reasons=decision.reasons, uid=cluster.metadata.uid,
                                     resource_version=cluster.metadata.resource_version,
                                     batch_id=batch_id)
-        return decision.requeue_after
+        published = any(not isinstance(c, UpdateStatus) for c in commands)
+        return Result(requeue_after=decision.requeue_after, error=decision.error is not None,
+                      published=published)
 
     async def _unparseable(self, key: ObjectKey, raw: dict[str, Any],
-                           exc: ValidationError) -> float | None:
+                           exc: ValidationError) -> Result:
         # The API server accepted it (preserve-unknown-fields), our models did not: treat it like
         # KubeRay's InvalidRayClusterSpec (Warning event, no requeue), never crash the replica.
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
@@ -113,7 +137,7 @@ class ClusterReconciler:
         await self._ctx.publish(key=key, kind=s.Kind.RAYCLUSTER, reasons=[message], commands=[
             RecordEvent(reason=message, target=ref, type="Warning",
                         event_reason="InvalidRayClusterSpec", message=message)])
-        return None
+        return Result()
 
 
 def _union(*groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -125,26 +149,19 @@ def _union(*groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class ClusterReconcilerApp(ReconcilerApp):
-    """The reconciler app plus the outcome cache, started before any reconcile can run."""
-
     def __init__(self, settings: CommonSettings, operator: OperatorSettings) -> None:
-        self.outcomes: OutcomeCache | None = None
+        self.reconciler: ClusterReconciler | None = None
 
         def make(ctx: ReconcilerContext) -> ReconcileFn:
-            self.outcomes = OutcomeCache(ctx.nc)
-            return ClusterReconciler(ctx, operator, self.outcomes).reconcile
+            self.reconciler = ClusterReconciler(ctx, operator)
+            return self.reconciler.reconcile
 
         super().__init__(settings, controller=s.Controller.CLUSTER,
                          primary_kind=s.Kind.RAYCLUSTER, kinds=KINDS, make_reconcile=make)
 
     async def prepare(self, ctx: ReconcilerContext) -> None:
-        assert self.outcomes is not None
-        await self.outcomes.start()
-
-    async def stop(self) -> None:
-        if self.outcomes is not None:
-            await self.outcomes.stop()
-        await super().stop()
+        assert self.reconciler is not None and self.runtime is not None
+        self.reconciler.bind(self.runtime.look_again)
 
 
 def create_app(settings: CommonSettings, operator: OperatorSettings | None = None) -> ReconcilerApp:

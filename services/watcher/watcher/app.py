@@ -42,6 +42,7 @@ from watcher.routing import (
     msg_id,
     routes,
     sanitize,
+    self_update_matters,
 )
 
 log = logging.getLogger(__name__)
@@ -166,6 +167,10 @@ class Watcher:
             etype, obj = "DELETED", old
         if old is not None:  # an ownership/label change must wake the previous owner too
             targets = tuple(dict.fromkeys(targets + routes(kind, old, service_owners=self.service_owners)))
+        if etype != "DELETED" and not self_update_matters(kind, old, obj):
+            m = meta(obj)
+            targets = tuple(r for r in targets if not (r.kind is kind and r.namespace == m.get("namespace")
+                                                       and r.name == m.get("name")))
         await self._publish(kind, etype, obj, targets=targets)
         if kind is s.Kind.SERVICE:
             before = set(self.service_owners)

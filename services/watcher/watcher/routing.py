@@ -137,6 +137,22 @@ def routes(kind: s.Kind, obj: Mapping[str, Any], *,
     return tuple(dict.fromkeys(out))
 
 
+# KubeRay's For(RayCluster) and For(RayService) carry predicate.Or(GenerationChanged,
+# LabelChanged, AnnotationChanged): their own status writes do not trigger them. For(RayJob) has none.
+_PREDICATED_SELF = frozenset({s.Kind.RAYCLUSTER, s.Kind.RAYSERVICE})
+
+
+def self_update_matters(kind: s.Kind, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether an update of a primary object wakes its own controller (creates/deletes always do).
+    deletionTimestamp and finalizers also count: the API server bumps generation when it sets the
+    former, and a finalizer change is what deletion handling waits for."""
+    if kind not in _PREDICATED_SELF or old is None:
+        return True
+    before, after = meta(old), meta(new)
+    return any(before.get(field) != after.get(field) for field in (
+        "generation", "labels", "annotations", "deletionTimestamp", "finalizers", "uid"))
+
+
 def msg_id(kind: s.Kind, obj: Mapping[str, Any], *, event_type: str) -> str:
     """JetStream de-dup id: two watcher replicas seeing the same version store it once."""
     m = meta(obj)

@@ -36,8 +36,24 @@ from raybus.runtime.tasks import cancel_and_wait
 from raybus.runtime.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
-# A reconcile returns "requeue after N seconds" (KubeRay's ctrl.Result.RequeueAfter) or None.
-ReconcileFn = Callable[[ObjectKey], Awaitable[float | None]]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a reconcile returns, as controller-runtime's (ctrl.Result, error):
+    - error: KubeRay returned an error -> requeued with the rate limiter (AddRateLimited);
+    - requeue_after: KubeRay's RequeueAfter;
+    - published: commands went out; whether they worked is known only from their Outcome, so the
+      key's failure count is kept until then (a failed Outcome counts as this round's error).
+    A reconcile with no error that published nothing resets the key's backoff (Queue.Forget)."""
+
+    requeue_after: float | None = None
+    error: bool = False
+    published: bool = False
+
+
+# A reconcile returns a Result, or just "requeue after N seconds" / None.
+ReconcileFn = Callable[[ObjectKey], Awaitable["Result | float | None"]]
 
 
 @dataclass
@@ -49,7 +65,7 @@ class _Pending:
 class ControllerRuntime:
     def __init__(self, nc: NATS, *, controller: s.Controller, replica_id: str, cache: ObjectCache,
                  primary_kind: s.Kind, reconcile: ReconcileFn, bus: BusSettings | None = None,
-                 workers: int = 8, resync_s: float = 300.0, error_backoff_s: float = 2.0) -> None:
+                 workers: int = 8, resync_s: float = 300.0) -> None:
         self._nc = nc
         self.controller = controller
         self.replica_id = replica_id
@@ -59,7 +75,6 @@ class ControllerRuntime:
         self.bus = bus or BusSettings()
         self._workers = workers
         self._resync_s = resync_s
-        self._backoff = error_backoff_s
         self.queue: WorkQueue[ObjectKey, _Pending] = WorkQueue()
         self._fetchers: dict[int, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -114,7 +129,7 @@ class ControllerRuntime:
         task = self._fetchers.pop(p, None)
         if task is not None:
             await cancel_and_wait([task])
-        for pending in self.queue.forget(lambda k: self.partition(k) != p):
+        for pending in self.queue.drop(lambda k: self.partition(k) != p):
             with contextlib.suppress(Exception):
                 await pending.msg.nak()  # the new owner gets it at once, not after ack_wait
 
@@ -193,16 +208,40 @@ class ControllerRuntime:
             with self._tracer.start_as_current_span("reconcile", context=parent,
                                                     attributes={"raybus.key": str(key)}), \
                     RECONCILE_SECONDS.labels(self.controller.value).time():
-                requeue = await self._reconcile(key)
-            RECONCILES.labels(self.controller.value, "ok").inc()
+                returned = await self._reconcile(key)
+            result = returned if isinstance(returned, Result) else Result(requeue_after=returned)
+            RECONCILES.labels(self.controller.value, "error" if result.error else "ok").inc()
         except Exception:
             log.exception("reconcile failed", extra={"key": str(key)})
             RECONCILES.labels(self.controller.value, "error").inc()
-            requeue = self._backoff
+            result = Result(error=True)
         finally:
             self.reconciling.discard(key)
         for pending in pendings:
             with contextlib.suppress(Exception):
                 await pending.msg.ack()
-        if requeue is not None:
-            self.queue.add_after(key, requeue)
+        if result.error:
+            delay = self.queue.add_rate_limited(key)
+            log.debug("reconcile error; retry rate limited", extra={"key": str(key), "delay_s": delay})
+            return
+        if not result.published:
+            self.queue.forget_failures(key)
+        if result.requeue_after is not None:
+            self.queue.add_after(key, result.requeue_after)
+
+    # --- outcomes of published commands feed the rate limiter -----------------------------------
+    def owns(self, key: ObjectKey) -> bool:
+        return self.leases is not None and self.leases.valid(self.partition(key))
+
+    def command_failed(self, key: ObjectKey) -> None:
+        """A command of key's last round failed: that round's error (AddRateLimited), instead of
+        an immediate retry (controller-runtime never retries an error without backoff)."""
+        if self.owns(key):
+            self.queue.add_rate_limited(key)
+
+    def commands_succeeded(self, key: ObjectKey) -> None:
+        self.queue.forget_failures(key)
+
+    def look_again(self, key: ObjectKey) -> None:
+        if self.owns(key):
+            self.queue.add(key)

@@ -4,11 +4,16 @@ KubeRay writes synchronously (client.Create, Status().Update) and reads its info
 our writes go reconciler -> bus -> executor -> API -> watcher -> bus -> cache, and a reconcile in
 between would ask for the same write again: the same status, or a second create of the same
 head Service (409 AlreadyExists: harmless, but a redundant API write). Pods don't need this: scale
-expectations (in Redis) already cover them. After `window_s` an unseen write counts as lost and
-may be asked for again, which also covers a failed executor. The window starts when the executor
-reports the batch done (its Outcome), not when it was sent: under KubeRay's QPS limit a batch may
-wait in the executor for longer than any fixed window. `max_wait_s` caps the wait for an Outcome
-that never comes (an executor lost with its batch).
+expectations (in Redis) already cover them.
+
+- Creates of named objects (Services, RBAC, ...): not re-sent while the earlier create is in
+  flight or within `window_s` after its Outcome (watch lag); after that an unseen object counts as
+  lost and is asked for again (409 at worst: names are deterministic).
+- Status (backpressure): while one status write of an object is in flight, newer statuses are held
+  back, not queued behind it; when it settles, `on_ready(key)` asks for one more reconcile, which
+  publishes the newest. So an object has at most one status write queued in the executor however
+  many times its pods change meanwhile.
+`max_wait_s` caps the wait for an Outcome that never comes (an executor lost with its batch).
 """
 
 from __future__ import annotations
@@ -18,26 +23,41 @@ from collections.abc import Callable
 from typing import Any
 
 from raybus.bus.envelopes import ObjectKey
-from raybus.decisions.cluster.status import inconsistent_status
 from raybus.decisions.commands import Command, CreateObject
+
+Status = dict[str, Any]
+
+
+def _differs(old: Status | None, new: Status) -> bool:
+    return old != new
 
 
 class InFlightWrites:
     def __init__(self, window_s: float = 10.0, max_wait_s: float = 300.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 differs: Callable[[Status | None, Status], bool] = _differs) -> None:
         self._window = window_s
         self._max_wait = max_wait_s
         self._clock = clock
-        self._status: dict[ObjectKey, tuple[dict[str, Any], str]] = {}
+        self._differs = differs
+        self._status: dict[ObjectKey, tuple[Status, str]] = {}
+        self._held: set[ObjectKey] = set()
+        self._status_batches: dict[str, ObjectKey] = {}
         self._creates: dict[ObjectKey, dict[tuple[str, str, str], str]] = {}
         self._sent: dict[str, float] = {}  # batch id -> when sent
         self._settled: dict[str, float] = {}  # batch id -> when its Outcome arrived
         self._prune_at = 1024
+        self.on_ready: Callable[[ObjectKey], None] | None = None
 
     def settle(self, batch_id: str) -> None:
         """The executor finished this batch (successfully or not)."""
         if batch_id in self._sent:
             self._settled[batch_id] = self._clock()
+        key = self._status_batches.pop(batch_id, None)
+        if key is not None and key in self._held:
+            self._held.discard(key)
+            if self.on_ready is not None:
+                self.on_ready(key)
         if len(self._sent) > self._prune_at:
             self._prune()
             # Amortized: when most batches are still fresh, a scan per Outcome would be quadratic.
@@ -48,24 +68,39 @@ class InFlightWrites:
         for batch_id in [b for b in self._sent if not self._fresh(b)]:
             self._sent.pop(batch_id, None)
             self._settled.pop(batch_id, None)
+            self._status_batches.pop(batch_id, None)
+
+    def _in_flight(self, batch_id: str) -> bool:
+        return batch_id not in self._settled and \
+            self._clock() - self._sent.get(batch_id, float("-inf")) <= self._max_wait
 
     def _fresh(self, batch_id: str) -> bool:
-        now = self._clock()
         settled = self._settled.get(batch_id)
         if settled is not None:
-            return now - settled <= self._window
-        return now - self._sent.get(batch_id, float("-inf")) <= self._max_wait
+            return self._clock() - settled <= self._window
+        return self._in_flight(batch_id)
 
     def _mark(self, batch_id: str) -> None:
         self._sent.setdefault(batch_id, self._clock())
 
-    def status_pending(self, key: ObjectKey, status: dict[str, Any]) -> bool:
+    def status_pending(self, key: ObjectKey, status: Status) -> bool:
+        """True: do not publish `status` now (the same one was just written, or another status
+        write of `key` is still in flight: it is held back and asked for again once that settles)."""
         sent = self._status.get(key)
-        return sent is not None and self._fresh(sent[1]) and not inconsistent_status(sent[0], status)
+        if sent is None:
+            return False
+        previous, batch_id = sent
+        if self._in_flight(batch_id):
+            if self._differs(previous, status):
+                self._held.add(key)
+            return True
+        return self._fresh(batch_id) and not self._differs(previous, status)
 
-    def mark_status(self, key: ObjectKey, status: dict[str, Any], *, batch_id: str) -> None:
+    def mark_status(self, key: ObjectKey, status: Status, *, batch_id: str) -> None:
         self._mark(batch_id)
         self._status[key] = (status, batch_id)
+        self._status_batches[batch_id] = key
+        self._held.discard(key)
 
     @staticmethod
     def _create_key(cmd: CreateObject) -> tuple[str, str, str]:
@@ -90,10 +125,13 @@ class InFlightWrites:
         return out
 
     def forget(self, key: ObjectKey) -> None:
+        """The object is gone: drop what was remembered for it, and batches nobody else refers to."""
         self._status.pop(key, None)
+        self._held.discard(key)
         self._creates.pop(key, None)
-        live = {b for b, _ in self._status.values()} | {
+        live = {batch_id for _, batch_id in self._status.values()} | {
             b for targets in self._creates.values() for b in targets.values()}
         for batch_id in [b for b in self._sent if b not in live]:
             self._sent.pop(batch_id, None)
             self._settled.pop(batch_id, None)
+            self._status_batches.pop(batch_id, None)

@@ -17,11 +17,14 @@ from nats.aio.client import Client as NATS
 from raybus.adapters.redis_state import StateStore
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandBatch, ObjectKey
+from raybus.bus.ledger import BatchLedger
 from raybus.bus.publish import publish_commands, publish_status
 from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.decisions.commands import Command, UpdateStatus
+from raybus.runtime.batches import BatchResolver, PublishedBatches
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime, ReconcileFn
+from raybus.runtime.outcomes import OutcomeTracker
 from raybus.runtime.service import CommonSettings
 
 log = logging.getLogger(__name__)
@@ -34,6 +37,9 @@ class ReconcilerContext:
     store: StateStore
     controller: s.Controller
     settings: CommonSettings
+    outcomes: OutcomeTracker
+    batches: BatchResolver
+    published: PublishedBatches
 
     async def publish(self, *, key: ObjectKey, kind: s.Kind, commands: list[Command],
                       reasons: list[str], uid: str | None = None,
@@ -48,8 +54,14 @@ class ReconcilerContext:
         common = {"key": key, "kind": kind.value, "uid": uid, "resource_version": resource_version,
                   "controller": self.controller.value, "reasons": reasons}
         if others:
-            await publish_commands(js, CommandBatch(reconcile_id=reconcile_id, commands=others,
-                                                    **common))
+            self.published.add(reconcile_id)
+            try:
+                await publish_commands(js, CommandBatch(reconcile_id=reconcile_id, commands=others,
+                                                        **common))
+            except BaseException:
+                # Maybe not in the stream: the next reconcile asks the ledger (and revokes it).
+                self.published.discard(reconcile_id)
+                raise
         if statuses:
             await publish_status(js, CommandBatch(reconcile_id=s.status_batch_id(reconcile_id),
                                                   commands=statuses[-1:], **common))
@@ -71,6 +83,8 @@ class ReconcilerApp:
         self._make = make_reconcile
         self._bus = bus or BusSettings(partitions=settings.partitions)
         self.runtime: ControllerRuntime | None = None
+        self.outcomes: OutcomeTracker | None = None
+        self.context: ReconcilerContext | None = None
         self._nc: NATS | None = None
         self._store: StateStore | None = None
 
@@ -81,12 +95,21 @@ class ReconcilerApp:
         await ensure_streams(self._nc.jetstream(), self._bus)  # before anything subscribes
         self._store = StateStore.from_url(self.settings.redis_url)
         cache = ObjectCache(self._nc, kinds=self._kinds)
+        self.outcomes = OutcomeTracker(self._nc, self._controller)
+        published = PublishedBatches()
+        ledger = await BatchLedger.open(self._nc.jetstream())
         ctx = ReconcilerContext(nc=self._nc, cache=cache, store=self._store,
-                                controller=self._controller, settings=self.settings)
+                                controller=self._controller, settings=self.settings,
+                                outcomes=self.outcomes, published=published,
+                                batches=BatchResolver(tracker=self.outcomes, ledger=ledger,
+                                                      published=published))
+        self.context = ctx
         self.runtime = ControllerRuntime(self._nc, controller=self._controller,
                                          replica_id=self.settings.replica_id, cache=cache,
                                          primary_kind=self._primary, reconcile=self._make(ctx),
                                          bus=self._bus)
+        self.outcomes.queue = self.runtime  # failed commands -> rate-limited retry
+        await self.outcomes.start()
         await self.prepare(ctx)
         await self.runtime.start()
 
@@ -96,6 +119,8 @@ class ReconcilerApp:
     async def stop(self) -> None:
         if self.runtime is not None:
             await self.runtime.stop()
+        if self.outcomes is not None:
+            await self.outcomes.stop()
         if self._store is not None:
             await self._store.close()
         if self._nc is not None:

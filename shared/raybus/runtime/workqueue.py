@@ -11,12 +11,15 @@ import asyncio
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from raybus.runtime.ratelimit import ControllerRateLimiter
+
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")  # what an add carries along, e.g. the bus message to ack afterwards
 
 
 class WorkQueue(Generic[K, T]):
-    def __init__(self) -> None:
+    def __init__(self, limiter: ControllerRateLimiter[K] | None = None) -> None:
+        self.limiter: ControllerRateLimiter[K] = limiter or ControllerRateLimiter()
         self._queue: asyncio.Queue[K] = asyncio.Queue()
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
@@ -39,6 +42,17 @@ class WorkQueue(Generic[K, T]):
             old.cancel()
         self._timers[key] = asyncio.get_running_loop().call_later(delay_s, self._fire, key)
 
+    def add_rate_limited(self, key: K) -> float:
+        """controller-runtime's AddRateLimited: one more failure of key, retried after the
+        limiter's delay (an earlier pending retry of the key is replaced). Returns the delay."""
+        delay = self.limiter.when(key)
+        self.add_after(key, delay)
+        return delay
+
+    def forget_failures(self, key: K) -> None:
+        """controller-runtime's Queue.Forget: the key succeeded; its backoff starts over."""
+        self.limiter.forget(key)
+
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
         self.add(key)
@@ -56,7 +70,7 @@ class WorkQueue(Generic[K, T]):
         if key in self._dirty:
             self._queue.put_nowait(key)
 
-    def forget(self, keep: Callable[[K], bool]) -> list[T]:
+    def drop(self, keep: Callable[[K], bool]) -> list[T]:
         """Drop queued keys that no longer belong here; returns their pending acks (to nak)."""
         dropped: list[T] = []
         for key in [k for k in self._dirty if not keep(k)]:

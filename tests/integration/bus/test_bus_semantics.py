@@ -19,6 +19,7 @@ from raybus.observability.tracing import setup_tracing
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime
 from raybus.testing.servers import NatsServer
+from tests.integration.boundary.conftest import until
 from tests.integration.bus.helpers import publish_version
 
 SETTINGS = BusSettings(partitions=4, lease_ttl_s=3.0, ack_wait_s=1.0)
@@ -106,7 +107,7 @@ async def test_unacked_command_batch_is_redelivered_and_duplicate_publish_stored
     await publish_commands(js, batch)
     await publish_commands(js, batch)  # a reconciler retrying its publish: de-duplicated
     assert (await js.stream_info(s.STREAM_COMMANDS)).state.messages == 1
-    config = replace(SETTINGS, ack_wait_s=1.0)
+    config = replace(SETTINGS, executor_ack_wait_s=1.0)
     await js.add_consumer(s.STREAM_COMMANDS, command_consumer_config(config))
     sub = await js.pull_subscribe_bind(durable="command-executor", stream=s.STREAM_COMMANDS)
     first = (await sub.fetch(1, timeout=5))[0]
@@ -115,8 +116,10 @@ async def test_unacked_command_batch_is_redelivered_and_duplicate_publish_stored
     again = (await sub.fetch(1, timeout=5))[0]
     assert again.data == first.data and again.metadata.num_delivered == 2
     await again.ack()
-    await asyncio.sleep(0.2)
-    assert (await js.stream_info(s.STREAM_COMMANDS)).state.messages == 0  # work queue: gone
+
+    async def gone() -> bool:  # work queue: an acked batch leaves the stream
+        return bool((await js.stream_info(s.STREAM_COMMANDS)).state.messages == 0)
+    await until(gone, what="the acked batch removed")
     await nc.close()
 
 

@@ -4,6 +4,7 @@ API server with kubelet and dashboards, every raybus service), reached only over
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -107,6 +108,42 @@ class Kube:
 
         await self.eventually(ready, timeout=timeout, what=f"{name} ready with {workers} workers")
         return await self.cluster(name)
+
+
+class PodLedger:
+    """Every Pod ever created for clusters with a name prefix, from a watch started before the
+    clusters are applied: a duplicate create shows here even if it was deleted again later."""
+
+    def __init__(self, client: KubeClient, prefix: str) -> None:
+        self._client = client
+        self._prefix = prefix
+        self.created: dict[str, set[str]] = {}  # cluster -> pod names
+        self.heads: dict[str, set[str]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        _, rv = await self._client.list_all(POD, namespace=NS, label_selector="ray.io/cluster")
+        self._task = asyncio.create_task(self._run(rv))
+
+    async def _run(self, rv: str) -> None:
+        while True:
+            async for event in self._client.watch(POD, resource_version=rv, namespace=NS,
+                                                  label_selector="ray.io/cluster", timeout_s=600):
+                meta = event.object.get("metadata") or {}
+                rv = str(meta.get("resourceVersion") or rv)
+                cluster = (meta.get("labels") or {}).get("ray.io/cluster", "")
+                if event.type != "ADDED" or not cluster.startswith(self._prefix):
+                    continue
+                self.created.setdefault(cluster, set()).add(meta["name"])
+                if (meta.get("labels") or {}).get("ray.io/node-type") == "head":
+                    self.heads.setdefault(cluster, set()).add(meta["name"])
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self._client.close()
 
 
 @pytest.fixture

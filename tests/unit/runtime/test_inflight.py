@@ -1,9 +1,10 @@
 """In-flight write suppression: same status / same owned-object create not re-sent until seen
-or the window passes; pods are never filtered (scale expectations cover them)."""
+or the window passes; a newer status waits while one is in flight (backpressure) and is asked for
+again when that settles; pods are never filtered (scale expectations cover them)."""
 
 from __future__ import annotations
 
-from cluster_reconciler.inflight import InFlightWrites
+from raybus.runtime.inflight import InFlightWrites
 from raybus.bus.envelopes import ObjectKey
 from raybus.decisions.commands import CreateObject
 
@@ -22,21 +23,57 @@ def _create(kind: str, name: str) -> CreateObject:
     return CreateObject(reason="r", object={"kind": kind, "metadata": {"name": name, "namespace": "ns"}})
 
 
+def _differs(old: dict[str, object] | None, new: dict[str, object]) -> bool:
+    strip = {"lastUpdateTime"}
+    return {k: v for k, v in (old or {}).items() if k not in strip} != \
+        {k: v for k, v in new.items() if k not in strip}
+
+
 def test_status_resent_only_when_changed_or_window_after_outcome_passed() -> None:
     clock = Clock()
-    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock)
+    ready: list[ObjectKey] = []
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock, differs=_differs)
+    inflight.on_ready = ready.append
     status = {"state": "ready", "readyWorkerReplicas": 1, "lastUpdateTime": "a"}
     assert not inflight.status_pending(KEY, status)
     inflight.mark_status(KEY, status, batch_id="b1")
     assert inflight.status_pending(KEY, {**status, "lastUpdateTime": "b"})  # ignored field
-    assert not inflight.status_pending(KEY, {**status, "readyWorkerReplicas": 2})
+    # A newer status while b1 is in flight waits (one queued status write per object)...
+    assert inflight.status_pending(KEY, {**status, "readyWorkerReplicas": 2})
     clock.now = 50  # still queued in the executor (e.g. behind the QPS limiter): still pending
     assert inflight.status_pending(KEY, status)
+    assert not ready
     inflight.settle("b1")
+    assert ready == [KEY]  # ...and is asked for once b1 settles
+    assert not inflight.status_pending(KEY, {**status, "readyWorkerReplicas": 2})
     clock.now = 59
     assert inflight.status_pending(KEY, status)
     clock.now = 61  # 10 s after the Outcome and still not in the cache: lost, send again
     assert not inflight.status_pending(KEY, status)
+
+
+def test_settling_without_a_held_status_asks_for_nothing() -> None:
+    ready: list[ObjectKey] = []
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=Clock())
+    inflight.on_ready = ready.append
+    inflight.mark_status(KEY, {"state": "ready"}, batch_id="b1")
+    assert inflight.status_pending(KEY, {"state": "ready"})  # identical: nothing held
+    inflight.settle("b1")
+    assert ready == []
+
+
+def test_forgetting_one_of_two_objects_keeps_the_other() -> None:
+    """Regression: forget() unpacked (status, batch_id) in the wrong order (TypeError: unhashable
+    type: 'dict') whenever another object still had a status in flight."""
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=Clock())
+    other = ObjectKey(namespace="ns", name="rc2")
+    inflight.mark_status(KEY, {"state": "ready"}, batch_id="b1")
+    inflight.mark_status(other, {"state": "ready"}, batch_id="b2")
+    inflight.drop_pending_creates(other, [_create("Service", "rc2-head-svc")], batch_id="b3")
+    inflight.forget(KEY)
+    assert not inflight.status_pending(KEY, {"state": "ready"})
+    assert inflight.status_pending(other, {"state": "ready"})
+    assert inflight.drop_pending_creates(other, [_create("Service", "rc2-head-svc")], batch_id="b4") == []
 
 
 def test_batch_without_outcome_expires_after_max_wait() -> None:

@@ -72,7 +72,7 @@ def test_forget_drops_keys_and_returns_their_tokens() -> None:
         queue: WorkQueue[str, int] = WorkQueue()
         queue.add("drop", 1)
         queue.add("keep", 2)
-        dropped = queue.forget(lambda k: k != "drop")
+        dropped = queue.drop(lambda k: k != "drop")
         key, _ = await queue.get()
         return dropped, key
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from raybus.bus import subjects as s
-from watcher.routing import Route, diff_relist, msg_id, ray_owner, routes, sanitize
+from watcher.routing import Route, diff_relist, msg_id, ray_owner, routes, sanitize, self_update_matters
 
 C, J, S = s.Controller.CLUSTER, s.Controller.JOB, s.Controller.SERVICE
 names = st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True)
@@ -116,3 +117,29 @@ def test_msg_id_distinguishes_versions_and_deletion(rv: int, name: str) -> None:
     o = obj("Pod", name, rv=str(rv))
     assert msg_id(s.Kind.POD, o, event_type="MODIFIED") == f"pod/ns/{name}/{rv}"
     assert msg_id(s.Kind.POD, o, event_type="DELETED") != msg_id(s.Kind.POD, o, event_type="MODIFIED")
+
+
+def _cr(gen: int = 1, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+        status: str = "", deleting: bool = False) -> dict[str, Any]:
+    m: dict[str, Any] = {"name": "x", "namespace": "ns", "uid": "u", "generation": gen,
+                         "labels": labels or {}, "annotations": annotations or {}}
+    if deleting:
+        m["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": m, "status": {"state": status}}
+
+
+@pytest.mark.parametrize(("kind", "old", "new", "wakes"), [
+    # KubeRay's predicate.Or(GenerationChanged, LabelChanged, AnnotationChanged) on For():
+    (s.Kind.RAYCLUSTER, _cr(), _cr(status="ready"), False),  # our own status write
+    (s.Kind.RAYCLUSTER, _cr(), _cr(gen=2), True),  # spec change (e.g. the autoscaler)
+    (s.Kind.RAYCLUSTER, _cr(), _cr(labels={"a": "b"}), True),
+    (s.Kind.RAYCLUSTER, _cr(), _cr(annotations={"a": "b"}), True),
+    (s.Kind.RAYCLUSTER, _cr(), _cr(deleting=True), True),
+    (s.Kind.RAYCLUSTER, None, _cr(status="ready"), True),  # a create always passes
+    (s.Kind.RAYSERVICE, _cr(), _cr(status="ready"), False),
+    (s.Kind.RAYJOB, _cr(), _cr(status="ready"), True),  # For(RayJob) has no predicate
+    (s.Kind.POD, _cr(), _cr(status="ready"), True),
+])
+def test_self_update_predicates(kind: s.Kind, old: dict[str, Any] | None, new: dict[str, Any],
+                                wakes: bool) -> None:
+    assert self_update_matters(kind, old, new) is wakes

@@ -9,11 +9,13 @@ from typing import Any
 
 from raybus.api.raycluster import RayCluster
 from raybus.decisions.cluster import podutil
+from raybus.decisions.batches import BatchState
 from raybus.decisions.cluster.expectations import (
     ScaleAction,
     ScaleExpectations,
     check_satisfied,
     expect_scale_pod,
+    take_retry_name,
 )
 from raybus.decisions.cluster.naming import NameAllocator
 from raybus.decisions.cluster.settings import OperatorSettings
@@ -84,6 +86,8 @@ class PodPlan:
     entropy: str
     expectations: ScaleExpectations
     names: NameAllocator
+    batch_id: str = ""  # the batch this round's commands go out in (expectations name it)
+    batches: dict[str, BatchState] | None = None  # states of the batches expectations name
     commands: list[Command] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     cleared_workers_to_delete: list[str] = field(default_factory=list)
@@ -104,8 +108,19 @@ class PodPlan:
             existing_pod_names=(podutil.name(p) for p in self.pods),
             now=self.now,
             timeout_seconds=timeout,
+            batches=self.batches,
+            namespace=self.namespace,
         )
         return ok
+
+    def reuse_name(self, group: str) -> str | None:
+        """A name from ``group``'s earlier create that did not happen, to create under again."""
+        name, self.expectations = take_retry_name(
+            self.expectations, group=group, taken=(podutil.name(p) for p in self.pods)
+        )
+        if name is not None:
+            self.names.reserve(name)
+        return name
 
     def delete_pod(
         self, pod: Mapping[str, Any], *, group: str | None, reason: str, event_reason: str
@@ -121,6 +136,7 @@ class PodPlan:
                 pod_name=podutil.name(pod),
                 action=ScaleAction.DELETE,
                 now=self.now,
+                batch=self.batch_id,
             )
 
     def create_pod(self, pod: dict[str, Any], *, group: str, reason: str, event_reason: str) -> None:
@@ -128,7 +144,12 @@ class PodPlan:
         pod_name = str(pod["metadata"]["name"])
         self.commands.append(CreateObject(reason=reason, object=pod, event_reason=event_reason))
         self.expectations = expect_scale_pod(
-            self.expectations, group=group, pod_name=pod_name, action=ScaleAction.CREATE, now=self.now
+            self.expectations,
+            group=group,
+            pod_name=pod_name,
+            action=ScaleAction.CREATE,
+            now=self.now,
+            batch=self.batch_id,
         )
 
     def delete_all(self, pods: list[Mapping[str, Any]], *, reason: str, event_reason: str) -> int:

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from raybus.api.raycluster import RayCluster, RayClusterConditionType, RayClusterUpgradeType, WorkerGroupSpec
+from raybus.decisions.batches import BatchState
 from raybus.decisions.cluster import podutil
 from raybus.decisions.cluster.expectations import HEAD_GROUP, ScaleExpectations, clear_expectations
 from raybus.decisions.cluster.hashing import (
@@ -141,7 +142,7 @@ def _build_head(plan: PodPlan, cluster_hash: str) -> dict[str, Any]:
         name = prefix  # ENABLE_DETERMINISTIC_HEAD_POD_NAME: "<cluster>-head", no suffix
         plan.names.reserve(name)
     else:
-        name = plan.names.allocate(prefix, "head")
+        name = plan.reuse_name(HEAD_GROUP) or plan.names.allocate(prefix, "head")
     pod = build_head_pod(cluster, settings=plan.settings, name=name)
     metadata = pod.setdefault("metadata", {})
     metadata["name"] = name
@@ -163,8 +164,11 @@ def build_worker(
     replica_index: int | None = None,
     host_index: int | None = None,
 ) -> dict[str, Any]:
-    """createWorkerPod / createWorkerPodWithIndex: build the manifest with a chosen name."""
-    name = plan.names.allocate(worker_pod_name_prefix(plan.cluster, group), key)
+    """createWorkerPod / createWorkerPodWithIndex: build the manifest with a chosen name (one whose
+    earlier create did not happen first, so a retried or uncertain create cannot duplicate)."""
+    name = plan.reuse_name(group.group_name) or plan.names.allocate(
+        worker_pod_name_prefix(plan.cluster, group), key
+    )
     pod = build_worker_pod(
         plan.cluster,
         group,
@@ -316,6 +320,8 @@ def reconcile_pods(
     settings: OperatorSettings,
     now: datetime,
     entropy: str,
+    batch_id: str = "",
+    batches: dict[str, BatchState] | None = None,
 ) -> PodsOutcome:
     """reconcilePods on a defaulted cluster. Pure: returns commands + updated expectations."""
     plan = PodPlan(
@@ -325,6 +331,8 @@ def reconcile_pods(
         now=now,
         entropy=entropy,
         expectations=expectations,
+        batch_id=batch_id,
+        batches=batches,
         names=NameAllocator(
             entropy=entropy,
             taken=[podutil.name(p) for p in pods]

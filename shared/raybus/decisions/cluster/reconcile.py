@@ -27,6 +27,7 @@ from raybus.api.validation_cluster import (
     validate_raycluster_upgrade_options,
     validate_worker_group_names,
 )
+from raybus.decisions.batches import BatchState
 from raybus.decisions.cluster.expectations import ScaleExpectations, forget_pods
 from raybus.decisions.cluster.outcome import (
     EVENT_TO_FAILURE,
@@ -76,6 +77,10 @@ class ClusterSnapshot(BaseModel):
     role_bindings: list[dict[str, Any]] = Field(default_factory=list)
     expectations: ScaleExpectations = Field(default_factory=ScaleExpectations)
     last_failures: list[CommandFailure] = Field(default_factory=list)
+    # The state of every batch the expectations name (None: no ledger; KubeRay's plain timeout)
+    # and the id of the batch this round's commands will go out in.
+    batches: dict[str, BatchState] | None = None
+    batch_id: str = ""
 
 
 class ClusterDecision(BaseModel):
@@ -85,6 +90,9 @@ class ClusterDecision(BaseModel):
     expectations: ScaleExpectations = Field(default_factory=ScaleExpectations)
     status: dict[str, Any] | None = None  # camelCase RayClusterStatus to write; None = unchanged
     requeue_after: float | None = None  # seconds; None = no requeue
+    # This round's own error (KubeRay's reconcile returned it): the runtime requeues with the
+    # rate limiter. A failure reported by the previous round's Outcome was already counted.
+    error: str | None = None
     reasons: list[str] = Field(default_factory=list)
 
 
@@ -210,12 +218,16 @@ def reconcile_cluster(
 
     commands: list[Command] = []
     reasons: list[str] = []
-    failed_pods = [
-        f.target.split("/", 2)[2]
-        for f in snapshot.last_failures
-        if f.target and f.target.startswith("Pod/") and f.target.count("/") >= 2
-    ]
-    expectations = forget_pods(snapshot.expectations, failed_pods)
+    expectations = snapshot.expectations
+    if snapshot.batches is None:
+        # No batch states: a failed Pod create/delete drops its expectation at once (KubeRay
+        # records one only after a successful API call) instead of holding the group 30 s.
+        failed_pods = [
+            f.target.split("/", 2)[2]
+            for f in snapshot.last_failures
+            if f.target and f.target.startswith("Pod/") and f.target.count("/") >= 2
+        ]
+        expectations = forget_pods(snapshot.expectations, failed_pods)
     owned = reconcile_owned_objects(cluster, snapshot=snapshot, settings=settings)
     commands += owned.commands
     reasons += owned.reasons
@@ -228,6 +240,8 @@ def reconcile_cluster(
             settings=settings,
             now=now,
             entropy=entropy,
+            batch_id=snapshot.batch_id,
+            batches=snapshot.batches,
         )
         commands += pods.commands
         reasons += pods.reasons
@@ -261,10 +275,22 @@ def reconcile_cluster(
             status = new_status
             reasons.append("status changed")
 
-    if status_error is not None or calculate_failed or status is not None:
-        requeue: float = DEFAULT_REQUEUE_SECONDS
+    # KubeRay: an error -> rate-limited requeue (controller-runtime ignores RequeueAfter then);
+    # status changed -> 2 s; otherwise RAYCLUSTER_DEFAULT_REQUEUE_SECONDS. A previous round's
+    # failure already fed the rate limiter through its Outcome, and the retry it asks for is in
+    # this round's commands: requeueing on a timer as well would retry faster than the backoff.
+    requeue: float | None
+    if error is not None or previous is not None:
+        requeue = None
+    elif calculate_failed or status is not None:
+        requeue = DEFAULT_REQUEUE_SECONDS
     else:
         requeue = float(settings.raycluster_default_requeue_seconds)
     return ClusterDecision(
-        commands=commands, expectations=expectations, status=status, requeue_after=requeue, reasons=reasons
+        commands=commands,
+        expectations=expectations,
+        status=status,
+        requeue_after=requeue,
+        error=error.message if error is not None else None,
+        reasons=reasons,
     )

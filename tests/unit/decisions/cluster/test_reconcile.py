@@ -138,13 +138,13 @@ def test_user_managed_service_account_missing_stops_before_pods() -> None:
     assert [c.event_reason for c in d.commands if isinstance(c, RecordEvent)] == [
         "AutoscalerServiceAccountNotFound"
     ]
-    assert not creates(d) and d.requeue_after == 2.0
+    assert not creates(d) and d.error is not None
 
 
 def test_duplicate_head_services_stop_before_pods() -> None:
     snap = ClusterSnapshot(cluster=make_cluster(), services=[head_service("a"), head_service("b")])
     d = decide(snap)
-    assert not creates(d) and d.requeue_after == 2.0 and d.status is None
+    assert not creates(d) and d.error is not None and d.status is None
 
 
 def test_converges_to_ready_and_goes_quiet() -> None:
