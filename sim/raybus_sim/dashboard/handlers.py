@@ -86,9 +86,9 @@ def _auto_id() -> str:
 
 
 async def submit_job(call: Call) -> web.Response:
+    raw = await call.request.text()  # the body arrives before the head does the work
     await _latency(call.state.settings.job_write_s)
     state, now = call.state, call.clock()
-    raw = await call.request.text()
     try:
         body = json.loads(raw)
     except ValueError:

@@ -272,9 +272,11 @@ class ServeState:
 
     @staticmethod
     def _fresh(app: SimApp, now: float) -> bool:
-        """A first deployment (not an update) shows no route/deployments for its first half."""
-        return (not app.served_before and now < app.ready_at
-                and now < app.deployed_at + (app.ready_at - app.deployed_at) / 2)
+        """A first deployment (not an update) shows no route/deployments for its first half; one
+        that fails at import never gets any (README §8: `deployments` stays {} throughout)."""
+        if app.served_before or now >= app.ready_at:
+            return False
+        return app.fail == "import" or now < app.deployed_at + (app.ready_at - app.deployed_at) / 2
 
     def app_status(self, app: SimApp, now: float) -> str:
         if app.deleting_until is not None:

@@ -1,0 +1,210 @@
+"""What to read from a Ray head and when (decisions/dashboard_poll.py), table-driven + properties."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from raybus.decisions.dashboard_contract import (
+    ClusterObservation,
+    DashboardInterest,
+    JobObservation,
+    ServeAppObservation,
+)
+from raybus.decisions.dashboard_poll import (
+    ClusterWant,
+    JobsRequest,
+    OwnedInterest,
+    Owner,
+    PollSettings,
+    PollState,
+    ProxyTarget,
+    after_head_ready,
+    after_round,
+    after_write,
+    decide_poll,
+    merge_interests,
+    plan_requests,
+)
+
+S = PollSettings(fast_interval_s=1.0, slow_interval_s=30.0, fresh_window_s=15.0, backoff_cap_s=30.0)
+NOW = 1000.0  # monotonic seconds
+WALL_MS = 1_800_000_000_000  # epoch ms
+
+
+def owner(name: str, controller: str = "job") -> Owner:
+    return Owner(controller=controller, namespace="ns", name=name,
+                 kind="rayjob" if controller == "job" else "rayservice")
+
+
+def want(**kw: Any) -> ClusterWant:
+    return ClusterWant(namespace="ns", cluster="rc", owners=(owner("o"),), **kw)
+
+
+def job(status: str, *, start_ago_s: float = 600.0, ghost: bool = False) -> JobObservation:
+    return JobObservation(job_id="j", status=status, start_time_ms=int(WALL_MS - start_ago_s * 1000),
+                          ghost=ghost)
+
+
+def obs(**kw: Any) -> ClusterObservation:
+    return ClusterObservation(namespace="ns", cluster="rc", reachable=True, **kw)
+
+
+def app(status: str) -> ServeAppObservation:
+    return ServeAppObservation(status=status)
+
+
+JOB = want(jobs=("j",))
+SERVE = want(serve=True)
+PROXY = want(proxies=(ProxyTarget(pod="head", ip="10.0.0.1", port=8000),))
+POLLED_JOB = PollState(last_attempt_at=NOW - 1.5, last_success_at=NOW - 1.5, polled_targets=JOB.targets)
+POLLED_SERVE = PollState(last_attempt_at=NOW - 1.5, last_success_at=NOW - 1.5,
+                         polled_targets=SERVE.targets)
+
+
+# (case, want, state, observation, head_ready, due, reason contains, next decision at)
+CASES: list[tuple[str, ClusterWant, PollState, ClusterObservation | None, bool | None, bool, str, float]] = [
+    ("nothing declared", want(), PollState(), None, None, False, "nothing declared", math.inf),
+    ("head not ready", JOB, PollState(), None, False, False, "head pod not ready", math.inf),
+    ("never read", JOB, PollState(), None, None, True, "never read", NOW),
+    ("never read, head ready", JOB, PollState(), None, True, True, "never read", NOW),
+    ("job PENDING: fast", JOB, POLLED_JOB, obs(jobs={"j": job("PENDING")}), None, True, "PENDING", NOW - 0.5),
+    ("job just started: fast", JOB, POLLED_JOB, obs(jobs={"j": job("RUNNING", start_ago_s=5)}), None,
+     True, "just started", NOW - 0.5),
+    ("long-running job: slow", JOB, POLLED_JOB, obs(jobs={"j": job("RUNNING")}), None, False,
+     "steady state", NOW - 1.5 + 30),
+    ("every declared job terminal: nothing to read", JOB, POLLED_JOB, obs(jobs={"j": job("SUCCEEDED")}),
+     None, False, "terminal", math.inf),
+    ("a ghost is read again", JOB, POLLED_JOB, obs(jobs={"j": job("STOPPED", ghost=True)}), None, False,
+     "steady state", NOW - 1.5 + 30),
+    ("missing job: slow", JOB, POLLED_JOB, obs(jobs_missing=["j"]), None, False, "steady state",
+     NOW - 1.5 + 30),
+    ("job not observed yet: fast", JOB, POLLED_JOB, obs(), None, True, "not observed yet", NOW - 0.5),
+    ("expect_change: fast", want(jobs=("j",), expect_change=True), POLLED_JOB,
+     obs(jobs={"j": job("RUNNING")}), None, True, "expects a change", NOW - 0.5),
+    ("written moments ago: fast", JOB, POLLED_JOB.model_copy(update={"last_write_at": NOW - 3}),
+     obs(jobs={"j": job("RUNNING")}), None, True, "written", NOW - 0.5),
+    ("written long ago: slow", JOB, POLLED_JOB.model_copy(update={"last_write_at": NOW - 300}),
+     obs(jobs={"j": job("RUNNING")}), None, False, "steady state", NOW - 1.5 + 30),
+    ("apps DEPLOYING: fast", SERVE, POLLED_SERVE, obs(serve_apps={"a": app("DEPLOYING"), "b": app("RUNNING")}),
+     None, True, "DEPLOYING", NOW - 0.5),
+    ("apps DELETING: fast", SERVE, POLLED_SERVE, obs(serve_apps={"a": app("DELETING")}), None, True,
+     "DELETING", NOW - 0.5),
+    ("apps RUNNING: slow", SERVE, POLLED_SERVE, obs(serve_apps={"a": app("RUNNING")}), None, False,
+     "steady state", NOW - 1.5 + 30),
+    ("apps DEPLOY_FAILED: slow (a new config is needed)", SERVE, POLLED_SERVE,
+     obs(serve_apps={"a": app("DEPLOY_FAILED")}), None, False, "steady state", NOW - 1.5 + 30),
+    ("Serve never read: fast", SERVE, POLLED_SERVE, obs(), None, True, "Serve not read", NOW - 0.5),
+    ("proxy unhealthy: fast", PROXY, PollState(last_attempt_at=NOW - 1.5, polled_targets=PROXY.targets),
+     obs(proxy_healthy={"head": False}), None, True, "unhealthy", NOW - 0.5),
+    ("proxy healthy: slow", PROXY, PollState(last_attempt_at=NOW - 1.5, polled_targets=PROXY.targets),
+     obs(proxy_healthy={"head": True}), None, False, "steady state", NOW - 1.5 + 30),
+    ("interest changed: at once", want(jobs=("j", "k")), POLLED_JOB, obs(jobs={"j": job("RUNNING")}), None,
+     True, "declared interest changed", NOW),
+    ("poll_now token: at once even in steady state", want(jobs=("j",), poll_now=frozenset({"job/o=1"})),
+     POLLED_JOB, obs(jobs={"j": job("RUNNING")}), None, True, "poll_now", NOW),
+    ("poll_now token already served: slow", want(jobs=("j",), poll_now=frozenset({"job/o=1"})),
+     POLLED_JOB.model_copy(update={"tokens_seen": frozenset({"job/o=1"})}),
+     obs(jobs={"j": job("RUNNING")}), None, False, "steady state", NOW - 1.5 + 30),
+    ("backoff after 1 failure", JOB, POLLED_JOB.model_copy(update={"failures": 1}),
+     obs(jobs={"j": job("PENDING")}), None, False, "backoff", NOW - 1.5 + 2),
+    ("backoff after 3 failures", JOB, POLLED_JOB.model_copy(update={"failures": 3}),
+     obs(jobs={"j": job("PENDING")}), None, False, "backoff", NOW - 1.5 + 8),
+    ("backoff is capped", JOB, POLLED_JOB.model_copy(update={"failures": 30}), None, None, False,
+     "backoff", NOW - 1.5 + 30),
+    ("poll_now beats backoff", want(jobs=("j",), poll_now=frozenset({"job/o=2"})),
+     POLLED_JOB.model_copy(update={"failures": 5}), None, None, True, "poll_now", NOW),
+    ("read back after a write beats everything", JOB,
+     after_write(POLLED_JOB.model_copy(update={"failures": 5}), now=NOW), obs(jobs={"j": job("SUCCEEDED")}),
+     None, True, "read back", NOW),
+]
+
+
+@pytest.mark.parametrize(("case", "w", "state", "o", "ready", "due", "reason", "at"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_decide_poll(case: str, w: ClusterWant, state: PollState, o: ClusterObservation | None,
+                     ready: bool | None, due: bool, reason: str, at: float) -> None:
+    decision = decide_poll(w, state, o, now=NOW, wall_ms=WALL_MS, settings=S, head_ready=ready)
+    assert (decision.due, decision.at) == (due, pytest.approx(at)), decision
+    assert reason in decision.reason
+    assert (decision.plan is not None) == due
+
+
+@pytest.mark.parametrize(("jobs", "observed", "read_back", "expected"), [
+    (("j",), {}, False, JobsRequest(job_id="j", declared=("j",))),
+    (("a", "b", "c"), {}, False, JobsRequest(job_id=None, declared=("a", "b", "c"))),
+    # terminal jobs are not read again: two left -> the list; one left -> its own GET
+    (("a", "b", "c"), {"a": "SUCCEEDED"}, False, JobsRequest(job_id=None, declared=("b", "c"))),
+    (("a", "b"), {"a": "FAILED"}, False, JobsRequest(job_id="b", declared=("b",))),
+    (("a", "b"), {"a": "STOPPED", "b": "SUCCEEDED"}, False, None),
+    (("a", "b"), {"a": "STOPPED", "b": "SUCCEEDED"}, True, JobsRequest(job_id=None, declared=("a", "b"))),
+    (("a",), {"a": "RUNNING"}, False, JobsRequest(job_id="a", declared=("a",))),
+])
+def test_one_jobs_request_per_round(jobs: tuple[str, ...], observed: dict[str, str], read_back: bool,
+                                    expected: JobsRequest | None) -> None:
+    o = obs(jobs={j: JobObservation(job_id=j, status=st) for j, st in observed.items()})
+    plan = plan_requests(want(jobs=jobs, serve=True), o, read_back=read_back)
+    assert plan.jobs == expected
+    assert plan.serve is True  # one Serve GET for every app
+
+
+def test_merge_interests_per_cluster() -> None:
+    interests = [
+        OwnedInterest(owner=owner("job-a"), interest=DashboardInterest(cluster="rc1", jobs=["a"])),
+        OwnedInterest(owner=owner("job-b"), interest=DashboardInterest(cluster="rc1", jobs=["b", "a"],
+                                                                       poll_now="submitter-ended")),
+        OwnedInterest(owner=owner("svc", "service"), interest=DashboardInterest(
+            cluster="rc2", serve=True, proxy_pods={"h2": "10.0.0.2"}, expect_change=True)),
+        OwnedInterest(owner=owner("gone"), interest=DashboardInterest()),  # withdrawn
+    ]
+    merged = merge_interests(interests)
+    assert set(merged) == {("ns", "rc1"), ("ns", "rc2")}
+    rc1, rc2 = merged[("ns", "rc1")], merged[("ns", "rc2")]
+    assert rc1.jobs == ("a", "b") and not rc1.serve and not rc1.expect_change
+    assert rc1.poll_now == frozenset({"job/job-b=submitter-ended"})
+    assert [o.name for o in rc1.owners] == ["job-a", "job-b"]
+    assert rc2.serve and rc2.expect_change and rc2.jobs == ()
+    assert rc2.proxies == (ProxyTarget(pod="h2", ip="10.0.0.2", port=8000),)
+
+
+def test_after_round_and_head_ready() -> None:
+    w = want(jobs=("j",), poll_now=frozenset({"job/o=1"}))
+    failed = after_round(PollState(failures=2), w, now=NOW, failed=True)
+    assert failed.failures == 3 and failed.last_success_at is None and failed.tokens_seen == w.poll_now
+    ok = after_round(failed, w, now=NOW + 1, failed=False)
+    assert ok.failures == 0 and ok.last_success_at == NOW + 1 and ok.polled_targets == w.targets
+    fresh = after_head_ready(failed)
+    assert fresh.failures == 0 and fresh.last_attempt_at is None
+    assert decide_poll(w, fresh, None, now=NOW, wall_ms=WALL_MS, settings=S).due
+
+
+statuses = st.sampled_from(["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"])
+app_statuses = st.sampled_from(["NOT_STARTED", "DEPLOYING", "RUNNING", "DEPLOY_FAILED", "UNHEALTHY",
+                                "DELETING"])
+
+
+@given(job_status=statuses, app_status=app_statuses, failures=st.integers(0, 40),
+       since=st.floats(0, 120), expect=st.booleans(), start_ago=st.floats(0, 3600))
+def test_never_faster_than_fast_and_never_slower_than_the_safety_net(
+        job_status: str, app_status: str, failures: int, since: float, expect: bool,
+        start_ago: float) -> None:
+    w = want(jobs=("j",), serve=True, expect_change=expect)
+    state = PollState(last_attempt_at=NOW - since, failures=failures, polled_targets=w.targets)
+    o = obs(jobs={"j": job(job_status, start_ago_s=start_ago)}, serve_apps={"a": app(app_status)})
+    d = decide_poll(w, state, o, now=NOW, wall_ms=WALL_MS, settings=S)
+    gap = d.at - (NOW - since)
+    assert S.fast_interval_s - 1e-9 <= gap <= max(S.slow_interval_s, S.backoff_cap_s) + 1e-9
+    assert d.due == (d.at <= NOW)
+    if d.due:
+        assert d.plan is not None and d.plan.request_count <= 2  # jobs + Serve: one request each
+
+
+@given(n_jobs=st.integers(1, 200), serve=st.booleans())
+def test_requests_per_round_do_not_grow_with_jobs_or_apps(n_jobs: int, serve: bool) -> None:
+    jobs = tuple(f"j{i}" for i in range(n_jobs))
+    plan = plan_requests(want(jobs=jobs, serve=serve), None)
+    assert plan.request_count == 1 + serve
