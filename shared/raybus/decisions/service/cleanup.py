@@ -79,11 +79,13 @@ def clean_up_ray_cluster_instance(service: RayService, clusters: list[Json], sta
         out.has_clusters_to_clean = True
         deadline = deadlines.get(name)
         if deadline is None:
+            # First sighting only schedules (as KubeRay): the deadline is persisted before any delete.
             deadline = now + delay
             out.deadlines[name] = deadline
+            out.next_deadline = deadline if out.next_deadline is None else min(out.next_deadline, deadline)
             out.reasons.append(f"Scheduled dangling RayCluster {name} for deletion at {deadline.isoformat()} "
                                f"(deletionDelay {delay.total_seconds():g}s)")
-        if now < deadline:
+        elif now < deadline:
             out.next_deadline = deadline if out.next_deadline is None else min(out.next_deadline, deadline)
         elif not meta.get("deletionTimestamp"):
             out.commands.append(delete_cluster(service, cluster))

@@ -30,6 +30,7 @@ TARGET_CAPACITY_REASON = "Applying new target_capacity"
 # After a successful submit, "no Serve application found" only triggers a resubmit once the poller
 # has seen the cluster after the submit, or after KubeRay's requeue period (it re-checked every 2 s).
 RESUBMIT_GRACE = timedelta(seconds=c.SERVICE_DEFAULT_REQUEUE_SECONDS)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: same result, ~10x faster
 
 
 def serve_config_hash(serve_config_v2: str) -> str:
@@ -39,7 +40,7 @@ def serve_config_hash(serve_config_v2: str) -> str:
 
 def parse_serve_config(serve_config_v2: str) -> Json:
     """yaml.Unmarshal into map[string]interface{} then json.Marshal: a JSON-safe dict."""
-    loaded = yaml.safe_load(serve_config_v2) if serve_config_v2 else None
+    loaded = yaml.load(serve_config_v2, Loader=_LOADER) if serve_config_v2 else None
     out = json.loads(json.dumps(loaded if isinstance(loaded, dict) else {}, default=str))
     assert isinstance(out, dict)
     return out

@@ -92,6 +92,8 @@ class World:
     clusters: dict[str, Json] = field(default_factory=dict)
     pods: dict[str, Json] = field(default_factory=dict)
     services: dict[str, Json] = field(default_factory=dict)
+    gateways: dict[str, Json] = field(default_factory=dict)
+    routes: dict[str, Json] = field(default_factory=dict)
     apps: dict[str, dict[str, ServeAppObservation]] = field(default_factory=dict)  # per cluster
     reachable: dict[str, bool] = field(default_factory=dict)
     observed_at: dict[str, datetime] = field(default_factory=dict)
@@ -118,6 +120,7 @@ class World:
             observed_at=self.observed_at.get(name)) for name in self.clusters if name in self.apps or self.head_of(name)}
         return ServiceSnapshot(service=RayService.model_validate(self.service), clusters=list(self.clusters.values()),
                                pods=list(self.pods.values()), services=list(self.services.values()),
+                               gateways=list(self.gateways.values()), http_routes=list(self.routes.values()),
                                endpoint_slices=self.endpoint_slices(), observations=obs,
                                serve_config_cache=dict(self.cache), deletion_deadlines=dict(self.deadlines),
                                dashboard_results=list(self.outcomes), failed_commands=list(self.failures))
@@ -145,7 +148,8 @@ class World:
                 if cmd.event_reason:
                     self.events.append(cmd.event_reason)
             elif isinstance(cmd, PatchObject):
-                store = {"RayCluster": self.clusters, "Service": self.services, "Pod": self.pods}[cmd.target.kind]
+                store = {"RayCluster": self.clusters, "Service": self.services, "Pod": self.pods,
+                         "Gateway": self.gateways, "HTTPRoute": self.routes}[cmd.target.kind]
                 store[cmd.target.name] = merge(store[cmd.target.name], cmd.merge_patch)
                 if cmd.event_reason:
                     self.events.append(cmd.event_reason)
@@ -178,9 +182,8 @@ class World:
         obj = copy.deepcopy(obj)
         meta = obj["metadata"]
         meta.setdefault("uid", f"uid-{next(self._uids)}")
-        store = {"RayCluster": self.clusters, "Service": self.services}.get(obj["kind"])
-        if store is None:
-            return  # Gateway/HTTPRoute are not modelled here
+        store = {"RayCluster": self.clusters, "Service": self.services, "Gateway": self.gateways,
+                 "HTTPRoute": self.routes}[obj["kind"]]
         assert meta["name"] not in store, f"create of existing {obj['kind']} {meta['name']}"
         store[meta["name"]] = obj
 
@@ -191,8 +194,8 @@ class World:
             for pod in [p for p, x in self.pods.items() if x["metadata"]["labels"]["ray.io/cluster"] == name]:
                 self.pods.pop(pod)
             self.apps.pop(name, None)
-        elif kind == "Service":
-            self.services.pop(name, None)
+        elif kind in ("Service", "Gateway", "HTTPRoute"):
+            {"Service": self.services, "Gateway": self.gateways, "HTTPRoute": self.routes}[kind].pop(name, None)
 
     def update_spec(self, **changes: Any) -> None:
         spec = merge(self.service["spec"], changes)
@@ -240,6 +243,16 @@ class World:
                               for app in config.get("applications") or []}
         self.observed_at[cluster] = self.now
 
+    def program_gateway(self) -> None:
+        """The Gateway controller accepts the Gateway and the HTTPRoute."""
+        for gw in self.gateways.values():
+            gw["status"] = {"conditions": [{"type": "Accepted", "status": "True"},
+                                           {"type": "Programmed", "status": "True"}]}
+            for route in self.routes.values():
+                route["status"] = {"parents": [{"parentRef": {"name": gw["metadata"]["name"], "namespace": "default"},
+                                                "conditions": [{"type": "Accepted", "status": "True"},
+                                                               {"type": "ResolvedRefs", "status": "True"}]}]}
+
     def endpoint_slices(self) -> list[Json]:
         """One slice per Service: ready Pods matching its selector."""
         out = []
@@ -277,7 +290,8 @@ class World:
         return next((x for x in self.status.get("conditions") or [] if x["type"] == type_), {})
 
     def selector_cluster(self, svc: str) -> str | None:
-        return ((self.services.get(svc) or {}).get("spec") or {}).get("selector", {}).get("ray.io/cluster")
+        value = ((self.services.get(svc) or {}).get("spec") or {}).get("selector", {}).get("ray.io/cluster")
+        return str(value) if value is not None else None
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
