@@ -1,0 +1,128 @@
+"""`python -m dashboard_poller` as a real process: SIGKILL and restart neither loses nor repeats a
+command, and republishes no observation that did not change."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client as NATS
+
+from raybus.bus.streams import ensure_streams
+from raybus.decisions.dashboard_contract import SubmitJob
+from raybus.testing.servers import NatsServer, stop_process
+from tests.integration.dashboard.conftest import Sim
+from tests.integration.dashboard.poller_kit import (
+    CLUSTER,
+    FAST_POLLER,
+    NS,
+    ObservationTap,
+    Reconciler,
+    last_dashboard_seq,
+    requests,
+    until,
+)
+
+pytestmark = pytest.mark.integration
+
+
+class PollerProcess:
+    def __init__(self, nats_url: str, sim: Sim, log: Path) -> None:
+        self.env = {**os.environ, "RAYBUS_NATS_URL": nats_url,
+                    "RAYBUS_DASHBOARD_URL_TEMPLATE": sim.template,
+                    "RAYBUS_PROXY_URL_TEMPLATE": sim.root + "/{namespace}/{cluster}/serve",
+                    **{f"RAYBUS_{k.upper()}": str(v) for k, v in FAST_POLLER.items()}}
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, replica: str) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "dashboard_poller", "--replica-id", replica],
+                                         stdout=out, stderr=subprocess.STDOUT, env=self.env)
+
+    def started(self) -> bool:
+        assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-2000:]
+        return self.log.exists() and b'"started"' in self.log.read_bytes()
+
+    def stop(self, *, kill: bool = False) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, kill=kill)
+
+
+@pytest.fixture
+async def nc(nats_server: NatsServer) -> AsyncIterator[NATS]:
+    conn = await nats.connect(nats_server.url)
+    await ensure_streams(conn.jetstream())
+    yield conn
+    await conn.drain()
+
+
+@pytest.fixture
+def poller(nats_server: NatsServer, sim: Sim, tmp_path: Path) -> Iterator[PollerProcess]:
+    proc = PollerProcess(nats_server.url, sim, tmp_path / "poller.log")
+    yield proc
+    proc.stop(kill=True)
+
+
+async def test_sigkill_mid_write_neither_loses_nor_duplicates(poller: PollerProcess, sim: Sim,
+                                                              nc: NATS) -> None:
+    await sim.control("PUT", f"/{NS}/{CLUSTER}/settings", {"job_write_s": 1.5})
+    owner = Reconciler(nc)
+    await owner.want(jobs=["j"])
+    poller.start("p-1")
+    await until(_started(poller), timeout=30, what="poller started")
+    await owner.send("sub-j", SubmitJob(reason="r", cluster=CLUSTER, job_id="j", entrypoint="sleep 60"))
+    await until(lambda: _posted(sim, 1), what="the POST reached the head")
+    poller.stop(kill=True)  # mid-write: no result, no ack
+    assert await owner.result("sub-j") is None
+    poller.start("p-2")
+    result = await until(lambda: owner.result("sub-j"), timeout=30, what="result after the restart")
+    # Not lost: executed again by the new process (the head already had it: a duplicate
+    # submission id is success), and the job exists once.
+    assert result.result.state == "ok"
+    assert (await requests(sim))["POST /api/jobs/"] == 2  # sent again: the first had no answer
+    listing = (await sim.http.get(f"{sim.root}/{NS}/{CLUSTER}/api/jobs/")).json()
+    assert [j["submission_id"] for j in listing] == ["j"]
+
+
+async def test_restart_republishes_nothing_unchanged(poller: PollerProcess, sim: Sim, nc: NATS) -> None:
+    tap = ObservationTap()
+    await tap.start(nc)
+    owner = Reconciler(nc)
+    await owner.send("sub-j", SubmitJob(reason="r", cluster=CLUSTER, job_id="j", entrypoint="sleep 120"))
+    await owner.want(jobs=["j"], serve=True, expect_change=True)
+    poller.start("p-1")
+    try:
+        await until(lambda: _running(tap), timeout=30, what="RUNNING observed")
+        seq = await last_dashboard_seq(nc)
+        poller.stop(kill=True)
+        poller.start("p-2")
+        before = (await requests(sim))["total"]
+        # The new process (after the dead one's lease expired) reads the head again, several rounds.
+        await until(lambda: _requests_above(sim, before + 6), timeout=30, what="the restarted poller polling")
+        assert await last_dashboard_seq(nc) == seq
+    finally:
+        await tap.stop()
+
+
+def _started(poller: PollerProcess) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return poller.started()
+    return check
+
+
+async def _posted(sim: Sim, n: int) -> bool:
+    return (await requests(sim)).get("POST /api/jobs/", 0) >= n
+
+
+async def _requests_above(sim: Sim, n: int) -> bool:
+    return (await requests(sim))["total"] >= n
+
+
+async def _running(tap: ObservationTap) -> bool:
+    return bool(tap.jobs("j")) and tap.jobs("j")[-1] == "RUNNING"
