@@ -66,6 +66,8 @@ class LocalStack:
             "RAYBUS_NATS_URL": self.nats.url, "RAYBUS_REDIS_URL": self.redis.url,
             "RAYBUS_KUBECONFIG": str(self.kubeconfig),
             "RAYBUS_DASHBOARD_URL_TEMPLATE": f"{self.dashboard_url}/{{namespace}}/{{cluster}}",
+            # the simulated heads' Serve proxies (a real head: http://{pod_ip}:{port})
+            "RAYBUS_PROXY_URL_TEMPLATE": f"{self.dashboard_url}/{{namespace}}/{{cluster}}/serve",
             **self.extra_env,
         }
         (self.home / "env").write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
