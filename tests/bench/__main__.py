@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = ["tests.bench.bench_bus", "tests.bench.bench_boundary", "tests.bench.bench_clusters"]
+BENCHES = ["tests.bench.bench_bus", "tests.bench.bench_boundary", "tests.bench.bench_clusters",
+           "tests.bench.bench_dashboard"]
 
 if __name__ == "__main__":
     only = sys.argv[1:]
