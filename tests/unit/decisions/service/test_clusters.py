@@ -136,8 +136,8 @@ def test_zero_downtime(strategy: str | None, env: bool, gate: bool, expected: bo
 # --- shouldPrepareNewCluster ---------------------------------------------------------------------------------
 def prepare(svc: RayService, active: RayCluster | None, pending: RayCluster | None, serving: bool = False, *,
             env: bool = True) -> bool:
-    return should_prepare_new_cluster(svc, active, pending, is_pending_cluster_serving=serving, gates=GATES,
-                                      enable_zero_downtime=env)
+    return bool(should_prepare_new_cluster(svc, active, pending, is_pending_cluster_serving=serving, gates=GATES,
+                                           enable_zero_downtime=env))
 
 
 def test_prepare_when_no_cluster_at_all() -> None:

@@ -40,7 +40,7 @@ def test_first_deploy_becomes_ready() -> None:
     assert (w.condition(c.READY)["reason"], w.condition(c.UPGRADE_IN_PROGRESS)["reason"]) == (c.INITIALIZING, c.INITIALIZING)
     create = w.step()
     assert [type(x) for x in create.commands] == [CreateObject] and create.error == f"found 0 head. cluster name {pending}, namespace default"
-    assert create.commands[0].object["metadata"]["name"] == pending  # type: ignore[union-attr]
+    assert create.commands[0].object["metadata"]["name"] == pending
     w.settle()
     st = w.status
     assert st["serviceStatus"] == "Running" and st["numServeEndpoints"] == 1
@@ -98,7 +98,7 @@ def test_blue_green_upgrade_promotes_switches_and_deletes_after_the_delay() -> N
     w.advance(1)
     d = w.step()
     assert [x.target.name for x in d.commands if isinstance(x, DeleteObject)] == [old]
-    assert d.commands[0].propagation == "Background"  # type: ignore[union-attr]
+    assert d.commands[0].propagation == "Background"
     assert old not in w.clusters and c.DELETED_RAY_CLUSTER in w.events
     w.step()
     assert old not in w.deadlines and old not in w.cache
@@ -313,3 +313,50 @@ def test_proxy_unhealthy_relabels_the_head_and_drops_endpoints() -> None:
     assert any(isinstance(x, PatchObject) and x.target.name == head for x in d.commands)
     d = w.step()
     assert w.condition(c.READY)["reason"] == c.ZERO_SERVE_ENDPOINTS and "serviceStatus" not in w.status
+
+
+def test_interest_covers_active_and_pending_during_an_upgrade() -> None:
+    w = deployed()
+    w.update_spec(rayClusterConfig=NEW_HEAD)
+    w.step()
+    w.step()
+    w.start_heads()
+    d = w.step()
+    assert d.interest is not None
+    by_cluster = {x.cluster: x for x in d.interest}
+    assert set(by_cluster) == {w.name("active"), w.name("pending")}
+    assert by_cluster[w.name("pending")].serve and by_cluster[w.name("pending")].expect_change
+    assert not by_cluster[w.name("active")].serve  # KubeRay stops reading the old cluster's apps
+    assert all(x.proxy_pods for x in d.interest)  # both heads' proxies are health-checked
+
+
+def test_excluded_head_gets_no_proxy_probe_and_serve_false() -> None:
+    w = World(make_service(spec={"excludeHeadPodFromServeSvc": True}))
+    w.settle()
+    head = w.head_of(w.name("active")) or ""
+    assert w.pods[head]["metadata"]["labels"][c.SERVE_LABEL] == "false"
+    interest = w.step().interest
+    assert interest is not None and interest[0].proxy_pods == {}
+
+
+def test_missing_serve_port_is_kuberays_error() -> None:
+    w = World(make_service(spec={"rayClusterConfig": {
+        "headGroupSpec": {"template": {"spec": {"containers": [
+            {"name": "ray-head", "ports": [{"name": "dashboard", "containerPort": 8265}]}]}}},
+        "workerGroupSpecs": []}}))
+    for _ in range(5):
+        w.start_heads()
+        d = w.step()
+    assert d.error is not None and d.error.startswith("Please specify the port named 'serve'")
+    assert SERVE_SVC not in w.services
+
+
+def test_lost_serve_config_cache_resubmits_once() -> None:
+    """Redis restart (or KubeRay's operator restart): "submit the request for safety"."""
+    w = deployed()
+    w.cache.clear()
+    puts = len(w.puts)
+    w.settle()
+    assert len(w.puts) == puts + 1 and w.cache
+    w.settle()
+    assert len(w.puts) == puts + 1

@@ -18,7 +18,7 @@ FILES = sorted(SAMPLES.glob("ray-service.*.yaml"))
 
 def load(path: Path) -> dict[str, object]:
     doc = next(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict) and d.get("kind") == "RayService")
-    meta = dict(doc["metadata"])  # type: ignore[arg-type]
+    meta = dict(doc["metadata"])
     meta.update(namespace="default", uid=f"uid-{meta['name']}", generation=1)
     return {**doc, "metadata": meta}
 
@@ -48,7 +48,7 @@ def test_sample_becomes_ready_and_upgrades(path: Path) -> None:
     apps = w.status["activeServiceStatus"].get("applicationStatuses") or {}
     assert apps and all(app["status"] == "RUNNING" for app in apps.values())
     # A cluster-spec change (new head env var) goes through a pending cluster and back to Ready.
-    head = w.service["spec"]["rayClusterConfig"]["headGroupSpec"]  # type: ignore[index]
+    head = w.service["spec"]["rayClusterConfig"]["headGroupSpec"]
     container = dict(head["template"]["spec"]["containers"][0])
     container["env"] = [*(container.get("env") or []), {"name": "UPGRADE", "value": "1"}]
     w.update_spec(rayClusterConfig={"headGroupSpec": {"template": {"spec": {

@@ -117,7 +117,7 @@ def test_target_capacity_result_updates_the_cluster_status() -> None:
                                                 reason=f"{TARGET_CAPACITY_REASON} 40")], status, now=T0)
     assert status["pendingServiceStatus"]["targetCapacity"] == 40
     assert out.cache["c1"] is not None and out.cache["c1"].target_capacity == 40
-    assert out.events[0].event_reason == c.UPDATED_SERVE_TARGET_CAPACITY  # type: ignore[union-attr]
+    assert out.events[0].event_reason == c.UPDATED_SERVE_TARGET_CAPACITY
 
 
 def test_cache_cleanup_keeps_only_active_and_pending() -> None:

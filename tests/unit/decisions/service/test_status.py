@@ -99,7 +99,7 @@ def test_timeout_fires_after_the_configured_time_and_is_terminal() -> None:
 def test_endpoints_win_over_the_timeout() -> None:
     st = status_with(c.READY, "False", c.INITIALIZING, numServeEndpoints=2)
     assert calculate_conditions(st, ANN, now=T0 + timedelta(hours=1)) is None
-    assert find_condition(st, c.READY)["status"] == "True"  # type: ignore[index]
+    assert find_condition(st, c.READY)["status"] == "True"
 
 
 @pytest.mark.parametrize("reason", [c.ZERO_SERVE_ENDPOINTS, c.VALIDATION_FAILED])
