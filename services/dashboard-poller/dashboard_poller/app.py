@@ -118,7 +118,8 @@ class DashboardPollerService:
         await self._workers.start()
 
     async def _deactivate(self) -> None:
-        log.info("standby: another replica holds the poller lease")
+        if self.active:
+            log.info("inactive: not (or no longer) holding the poller lease")
         if self._workers is not None:
             await self._workers.stop()
             self._workers = None

@@ -61,7 +61,12 @@ class PollScheduler:
         heads, settings = self._heads, self._heads.settings.poll()
         wake = math.inf
         now, wall_ms = time.monotonic(), int(time.time() * 1000)
-        for key, want in heads.view.wants().items():
+        wants = heads.view.wants()
+        for gone in set(heads.states) - set(wants) - set(self._busy):  # every owner withdrew
+            heads.states.pop(gone, None)
+            heads.deleted_jobs.pop(gone, None)
+            self._ready_seen.pop(gone, None)
+        for key, want in wants.items():
             if key in self._busy:
                 continue
             state = heads.states.get(key, PollState())
