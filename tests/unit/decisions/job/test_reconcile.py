@@ -121,10 +121,11 @@ def test_names_are_deterministic_and_change_per_attempt() -> None:
     assert generate_ray_cluster_name(job, entropy="e") == generate_ray_cluster_name(job, entropy="e")
     assert len(generate_ray_cluster_name(job, entropy="e")) == len("rj-") + 5
     retried = make_job(status={"failed": 1, "startTime": ts(0)})
-    resumed = make_job(status={"startTime": ts(60)})
-    names = {generate_ray_cluster_name(j, entropy="e") for j in (job, retried, resumed)}
-    ids = {generate_ray_job_id(j, entropy="e") for j in (job, retried, resumed)}
-    assert len(names) == 3 and len(ids) == 3
+    resumed = make_job(status={"startTime": ts(0)}, meta={"generation": 3})  # suspend + resume: 2 spec edits
+    resumed_again = make_job(status={"startTime": ts(0)}, meta={"generation": 5})  # within the same second
+    jobs = (job, retried, resumed, resumed_again)
+    assert len({generate_ray_cluster_name(j, entropy="e") for j in jobs}) == 4
+    assert len({generate_ray_job_id(j, entropy="e") for j in jobs}) == 4
     d1, d2 = decide(snap(None, cluster=False, entropy="e")), decide(snap(None, cluster=False, entropy="e"))
     assert d1 == d2
 
