@@ -213,7 +213,8 @@ def _has_time_based_followup(w: Work) -> bool:
 
 def _interest(w: Work) -> DashboardInterest:
     """Follow the job while Running; the fast cadence while it may start or end any moment."""
-    if w.jds != "Running" or not w.get("jobId") or not w.get("rayClusterName"):
+    if (w.jds != "Running" or not w.get("jobId") or not w.get("rayClusterName")
+            or w.job.metadata.deletion_timestamp):
         return DashboardInterest()
     return DashboardInterest(cluster=w.get("rayClusterName"), jobs=[w.get("jobId")],
                              expect_change=w.job_status in ("", "PENDING") or bool(w.dashboard_commands),

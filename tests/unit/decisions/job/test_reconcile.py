@@ -57,6 +57,7 @@ def test_deletion_stops_a_running_job_then_removes_the_finalizer() -> None:
     deleting = {"deletionTimestamp": ts(0), "finalizers": ["other", "ray.io/rayjob-finalizer"]}
     d = decide(snap(running(), meta=deleting, submitter=submitter()))
     assert [(s.cluster, s.job_id) for s in stops(d)] == [(CL, JID)] and d.commands == []
+    assert d.interest.cluster is None  # nothing to follow any more
     # the StopJob's result (whatever it is) arrives: the finalizer goes
     for state in ("ok", "failed", "unknown"):
         d2 = decide(snap(running(), meta=deleting, dashboard_results=[result("stop_job", CL, state)]))
@@ -330,3 +331,36 @@ def test_settings_from_env() -> None:
     assert s.transition_grace_period_seconds == 12 and s.status_check_timeout_seconds == 300
     assert s.delete_rayjob_cr_after_job_finishes and not s.deletion_policy_gate
     assert SETTINGS.deletion_policy_gate
+
+
+# --- mirrors of rayjob_controller_unit_test.go ------------------------------------------------------------------
+def test_update_status_to_suspending_only_from_running_or_initializing() -> None:
+    """TestUpdateStatusToSuspendingIfNeeded."""
+    spec = {"suspend": True, "shutdownAfterJobFinishes": True}
+    complete = decide(snap(running(jobDeploymentStatus="Complete", jobStatus="SUCCEEDED", endTime=ts(1)), spec=spec),
+                      seconds=2)
+    assert complete.status is None
+    init = decide(snap({"jobDeploymentStatus": "Initializing", "rayClusterName": CL, "jobId": JID, "startTime": ts(0)},
+                       spec=spec))
+    assert init.status["jobDeploymentStatus"] == "Suspending"
+    not_suspended = decide(snap({"jobDeploymentStatus": "Initializing", "rayClusterName": CL, "jobId": JID,
+                                 "startTime": ts(0)}, spec={"shutdownAfterJobFinishes": True}))
+    assert not_suspended.status["jobDeploymentStatus"] != "Suspending"
+
+
+def test_update_rayjob_status_writes_the_message_only_with_a_crucial_change() -> None:
+    """TestUpdateRayJobStatus: a new message alone is not written; with a new JobDeploymentStatus it is."""
+    obs = observation(CL, jobs={JID: "RUNNING"}, message="new message")
+    d = decide(snap(running(message="old message"), submitter=submitter(), dashboard=obs))
+    assert d.status is None
+    suspend = decide(snap(running(message="old message"), submitter=submitter(), dashboard=obs,
+                          spec={"suspend": True, "shutdownAfterJobFinishes": True}))
+    assert suspend.status["jobDeploymentStatus"] == "Suspending"
+
+
+def test_create_submitter_if_needed_labels() -> None:
+    """TestCreateRayJobSubmitterIfNeed."""
+    status = {"jobDeploymentStatus": "Initializing", "rayClusterName": CL, "jobId": JID, "startTime": ts(0)}
+    [job] = created(decide(snap(status)), "Job")
+    assert job["metadata"]["labels"]["ray.io/originated-from-cr-name"] == "rj"
+    assert job["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob"
