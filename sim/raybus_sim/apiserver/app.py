@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import socket
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 from aiohttp import web
 
+from .auth import ADMIN_TOKEN, Authenticator, Authorizer
 from .errors import ApiError
 from .gc import GarbageCollector
 from .handlers import dispatch
@@ -63,14 +66,22 @@ def _safe_create(store: Store, rt: Any, ns: str, obj: Obj) -> None:
         pass
 
 
+@lru_cache(maxsize=64)
+def _crd_docs(path: Path, mtime_ns: int, size: int) -> tuple[dict[str, Any], ...]:
+    # Parsing the CRD YAML dominates server start; every test starts servers, so parse each file once.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return tuple(d for d in yaml.load_all(path.read_text(), Loader=loader)
+                 if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition")
+
+
 def load_crd_dir(store: Store, crd_dir: Path) -> int:
     rt = store.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
     assert rt is not None
     count = 0
     for path in sorted(crd_dir.glob("*.y*ml")) if crd_dir.is_dir() else []:
-        for doc in yaml.safe_load_all(path.read_text()):
-            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
-                continue
+        st = path.stat()
+        for cached in _crd_docs(path, st.st_mtime_ns, st.st_size):
+            doc = copy.deepcopy(cached)
             name = doc["metadata"]["name"]
             cur = store.find(rt, "", name)
             if cur is None:
@@ -88,6 +99,18 @@ def _bootstrap(store: Store) -> None:
     for ns in BOOT_NAMESPACES:
         if store.find(ns_rt, "", ns) is None:
             store.create(ns_rt, "", {"metadata": {"name": ns}})
+    # Bootstrap RBAC policy: cluster-admin, held by system:masters (the admin token's group).
+    cr_rt = store.registry.get("rbac.authorization.k8s.io", "v1", "clusterroles")
+    crb_rt = store.registry.get("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
+    assert cr_rt and crb_rt
+    labels = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+    if store.find(cr_rt, "", "cluster-admin") is None:
+        store.create(cr_rt, "", {"metadata": {"name": "cluster-admin", "labels": labels}, "rules": [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]})
+    if store.find(crb_rt, "", "cluster-admin") is None:
+        store.create(crb_rt, "", {"metadata": {"name": "cluster-admin", "labels": labels}, "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}, "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]})
     if store.find(svc_rt, "default", "kubernetes") is None:
         store.create(svc_rt, "default", {"metadata": {"name": "kubernetes", "labels": {
             "component": "apiserver", "provider": "kubernetes"}}, "spec": {
@@ -96,13 +119,17 @@ def _bootstrap(store: Store) -> None:
 
 def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path | str | None = None,
                history_size: int = 10000, kubelet: bool | Any = True, watch_timeout: float = 1800.0,
-               bookmark_interval: float = 60.0, orphan_check_delay: float = 0.5) -> web.Application:
-    """kubelet: True for defaults, False to disable, or a raybus_sim.kubelet.KubeletConfig."""
+               bookmark_interval: float = 60.0, orphan_check_delay: float = 0.5,
+               watch_list: bool = False) -> web.Application:
+    """kubelet: True for defaults, False to disable, or a raybus_sim.kubelet.KubeletConfig.
+    watch_list: the WatchList feature gate (off in 1.33: watches with sendInitialEvents get 422)."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
     registry = new_registry()
     store = Store(registry, history_size=history_size)
     store.listeners.append(_crd_listener(store))
-    state = ServerState(registry, store, watch_timeout=watch_timeout, bookmark_interval=bookmark_interval)
+    state = ServerState(registry, store, watch_timeout=watch_timeout, bookmark_interval=bookmark_interval,
+                        watch_list=watch_list)
+    state.authenticator, state.authorizer = Authenticator(store), Authorizer(store)
     app[STATE] = state
     state_path = Path(state_file) if state_file else None
     if state_path and state_path.exists():
@@ -110,6 +137,11 @@ def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path
     _bootstrap(store)
     if crd_dir is not None:
         load_crd_dir(store, Path(crd_dir))
+    # Watch history starts after the boot objects: older resourceVersions (e.g. 1) are "too old" (410),
+    # as on a real server whose watch cache no longer holds them.
+    store.base_rv = max(store.base_rv, store.rv)
+    for resource_state in store.states.values():
+        resource_state.window_start = max(resource_state.window_start, store.base_rv)
     gc = GarbageCollector(store, orphan_check_delay=orphan_check_delay)
     state.gc = gc
     sim = None
@@ -158,6 +190,11 @@ class RunningApiServer:
     async def stop(self) -> None:
         await self.runner.cleanup()
 
+    def service_account_token(self, namespace: str, name: str, *, expiration_s: int = 3600) -> str:
+        """A bearer token for system:serviceaccount:<namespace>:<name> (the ServiceAccount must exist);
+        requests with it are authorized by RBAC, like the TokenRequest API's tokens."""
+        return str(self.state.authenticator.mint(namespace, name, expiration_s=expiration_s)[0])
+
 
 async def start_apiserver(host: str = "127.0.0.1", port: int = 0, **kwargs: Any) -> RunningApiServer:
     """Start on host:port (0 = pick a free port); kwargs go to create_app."""
@@ -175,14 +212,16 @@ async def start_apiserver(host: str = "127.0.0.1", port: int = 0, **kwargs: Any)
     return RunningApiServer(url=f"http://{host}:{real_port}", app=app, runner=runner)
 
 
-def write_kubeconfig(path: Path | str, url: str, *, namespace: str = "default") -> Path:
-    """A kubeconfig usable by kubectl and kubernetes-asyncio; the token is accepted but never checked."""
+def write_kubeconfig(path: Path | str, url: str, *, namespace: str = "default", token: str = ADMIN_TOKEN) -> Path:
+    """A kubeconfig usable by kubectl and kubernetes-asyncio. The default token is the admin's (full
+    access, never authorized); pass a ServiceAccount token (RunningApiServer.service_account_token or the
+    TokenRequest API) for an RBAC-checked identity."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     cfg = {
         "apiVersion": "v1", "kind": "Config", "current-context": "raybus-sim", "preferences": {},
         "clusters": [{"name": "raybus-sim", "cluster": {"server": url}}],
-        "users": [{"name": "raybus-sim", "user": {"token": "raybus-sim"}}],
+        "users": [{"name": "raybus-sim", "user": {"token": token}}],
         "contexts": [{"name": "raybus-sim", "context": {"cluster": "raybus-sim", "user": "raybus-sim",
                                                          "namespace": namespace}}],
     }

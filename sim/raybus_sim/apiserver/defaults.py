@@ -9,7 +9,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from .quantity import canonical, canonical_map
+from .quantity import amount, canonical, canonical_map
 from .resources import ResourceType
 
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -31,7 +31,8 @@ def now_rfc3339() -> str:
     return str(_NOW_CACHE[1])
 
 
-def _qos(spec: dict[str, Any]) -> str:
+def qos_class(spec: dict[str, Any]) -> str:
+    """GetPodQOS: BestEffort without requests/limits, Guaranteed when cpu+memory limits equal requests."""
     containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
     any_set, guaranteed = False, True
     for c in containers:
@@ -40,7 +41,7 @@ def _qos(spec: dict[str, Any]) -> str:
         if req or lim:
             any_set = True
         for r in ("cpu", "memory"):
-            if r not in lim or req.get(r, lim[r]) != lim[r]:
+            if r not in lim or amount(req.get(r, lim[r])) != amount(lim[r]):
                 guaranteed = False
     if not any_set:
         return "BestEffort"
@@ -140,46 +141,57 @@ def _inject_sa_token(obj: dict[str, Any], store: Store) -> None:
         c.setdefault("volumeMounts", []).append({"name": name, "mountPath": SA_MOUNT, "readOnly": True})
 
 
-def _default_pod(obj: dict[str, Any], store: Store) -> None:
+def _default_pod(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     default_pod_spec(spec)
     spec.setdefault("serviceAccountName", "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
-    _inject_sa_token(obj, store)
+    # DefaultTolerationSeconds admission
     spec.setdefault("tolerations", [
         {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
          "tolerationSeconds": 300},
         {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
          "tolerationSeconds": 300},
     ])
-    obj["status"] = {"phase": "Pending", "qosClass": _qos(spec)}
 
 
-def _default_service(obj: dict[str, Any], store: Store) -> None:
+def _default_service(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
-    spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec["type"] != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
     for p in spec.get("ports") or []:
         p.setdefault("protocol", "TCP")
         p.setdefault("targetPort", p.get("port"))
-    if spec["type"] != "ExternalName":
-        if not spec.get("clusterIP"):
-            store.ip_counter += 1
-            n = store.ip_counter
-            spec["clusterIP"] = f"10.96.{(n >> 8) & 255}.{n & 255}"
-        spec.setdefault("clusterIPs", [spec["clusterIP"]])
-        spec.setdefault("ipFamilies", ["IPv4"])
-        spec.setdefault("ipFamilyPolicy", "SingleStack")
     if spec["type"] in ("NodePort", "LoadBalancer"):
         spec.setdefault("externalTrafficPolicy", "Cluster")
         if spec["type"] == "LoadBalancer":
             spec.setdefault("allocateLoadBalancerNodePorts", True)
+
+
+def _allocate_service(obj: dict[str, Any], store: Store) -> None:
+    """The service registry's allocators (run after validation; explicit values were checked)."""
+    spec = obj["spec"]
+    if spec["type"] != "ExternalName":
+        if not spec.get("clusterIP"):
+            spec["clusterIP"] = store.services.allocate_ip()
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    if spec["type"] in ("NodePort", "LoadBalancer"):
+        taken = {int(p["nodePort"]) for p in spec.get("ports") or [] if p.get("nodePort")}
         for p in spec.get("ports") or []:
             if not p.get("nodePort"):
-                store.node_port_counter += 1
-                p["nodePort"] = 30000 + store.node_port_counter % 2768
+                p["nodePort"] = store.services.allocate_node_port(taken)
+                taken.add(p["nodePort"])
     obj["status"] = {"loadBalancer": {}}
+
+
+def _template_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
+    tmpl = (obj.get("spec") or {}).get("template") if isinstance(obj.get("spec"), dict) else None
+    spec = tmpl.get("spec") if isinstance(tmpl, dict) else None
+    return spec if isinstance(spec, dict) else None
 
 
 def apply_update_defaults(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> None:
@@ -188,10 +200,10 @@ def apply_update_defaults(rt: ResourceType, new: dict[str, Any], old: dict[str, 
     if rt.gr == "pods" and isinstance(new.get("spec"), dict):
         default_pod_spec(new["spec"])
         return
-    if rt.gr == "jobs.batch" and isinstance(new.get("spec"), dict):
-        tmpl = new["spec"].get("template")
-        if isinstance(tmpl, dict) and isinstance(tmpl.get("spec"), dict):
-            default_pod_spec(tmpl["spec"])
+    if rt.gr in _TEMPLATED:
+        tspec = _template_spec(new)
+        if tspec is not None:
+            default_pod_spec(tspec)
         return
     if rt.gr != "services":
         return
@@ -237,16 +249,39 @@ def _default_secret(obj: dict[str, Any]) -> None:
             data[k] = base64.b64encode(str(v).encode()).decode()
 
 
-def apply_create_defaults(rt: ResourceType, obj: dict[str, Any], store: Store) -> None:
+_TEMPLATED = ("jobs.batch", "deployments.apps", "statefulsets.apps")
+
+
+def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Scheme defaulting (and defaulting admission), applied before validation as upstream's decoder does."""
     gr = rt.gr
     if gr == "pods":
-        _default_pod(obj, store)
+        _default_pod(obj)
     elif gr == "services":
-        _default_service(obj, store)
-    elif gr == "jobs.batch":
-        _default_job(obj)
+        _default_service(obj)
+    elif gr in _TEMPLATED:
+        tspec = _template_spec(obj)
+        if tspec is not None:
+            default_pod_spec(tspec)
     elif gr == "secrets":
         _default_secret(obj)
+
+
+def admit(rt: ResourceType, obj: dict[str, Any], store: Store) -> None:
+    """Mutating admission that can refuse (ServiceAccount admission for pods: 403)."""
+    if rt.gr == "pods":
+        _inject_sa_token(obj, store)
+
+
+def apply_create_defaults(rt: ResourceType, obj: dict[str, Any], store: Store) -> None:
+    """What the registries set on create once the object is valid: allocations, status resets."""
+    gr = rt.gr
+    if gr == "pods":
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj["spec"])}
+    elif gr == "services":
+        _allocate_service(obj, store)
+    elif gr == "jobs.batch":
+        _default_job(obj)
     elif gr == "namespaces":
         labels = obj["metadata"].setdefault("labels", {})
         labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]

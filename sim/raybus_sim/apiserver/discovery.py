@@ -7,7 +7,7 @@ from typing import Any
 from .resources import VERBS, Registry, ResourceType
 
 VERSION_INFO = {
-    "major": "1", "minor": "32", "gitVersion": "v1.32.0-raybus-sim", "gitCommit": "0000000",
+    "major": "1", "minor": "33", "gitVersion": "v1.33.0-raybus-sim", "gitCommit": "0000000",
     "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23",
     "compiler": "gc", "platform": "linux/amd64",
 }
@@ -65,5 +65,9 @@ def api_resource_list(reg: Registry, group: str, version: str) -> dict[str, Any]
         if rt.gr == "pods":
             resources.append(_sub(rt, "binding", "Binding", ["create"]))
             resources.append(_sub(rt, "eviction", "Eviction", ["create"], "policy", "v1"))
+            resources.append(_sub(rt, "log", "Pod", ["get"]))
+            resources.append(_sub(rt, "resize", "Pod", ["get", "patch", "update"]))
+        if rt.gr == "serviceaccounts":
+            resources.append(_sub(rt, "token", "TokenRequest", ["create"], "authentication.k8s.io", "v1"))
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}

@@ -16,17 +16,19 @@ class ApiError(Exception):
         self.details = details
 
     def status(self) -> dict[str, Any]:
+        # Field order of metav1.Status as Go serializes it (clients that show the raw body see it).
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.reason:  # StatusReasonUnknown ("") is omitted
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
+        body["code"] = self.code
         return body
 
 
@@ -36,9 +38,10 @@ def _qualified(resource: str, group: str) -> str:
 
 
 def _details(resource: str, group: str, name: str) -> dict[str, Any]:
-    details: dict[str, Any] = {"name": name, "kind": resource}
+    details: dict[str, Any] = {"name": name} if name else {}  # StatusDetails fields are omitempty
     if group:
         details["group"] = group
+    details["kind"] = resource
     return details
 
 
@@ -58,19 +61,22 @@ def conflict(resource: str, group: str, name: str, why: str | None = None) -> Ap
                     _details(resource, group, name))
 
 
-def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
-    """causes: (reason, field, message) e.g. ("FieldValueRequired", "spec.containers", "Required value")."""
-    qkind = f"{kind}.{group}" if group else kind
+def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]], *,
+            qualified: str | None = None) -> ApiError:
+    """causes: (reason, field, message) e.g. ("FieldValueRequired", "spec.containers", "Required value").
+
+    `qualified` replaces the printed `Kind.group` (the generic registry prints the resource, e.g.
+    `rayclusters.ray.io`, for its own metadata errors)."""
+    qkind = qualified or (f"{kind}.{group}" if group else kind)
     text = ", ".join(f"{field}: {msg}" for _, field, msg in causes)
     if len(causes) > 1:
         text = f"[{text}]"
-    return ApiError(422, "Invalid", f'{qkind} "{name}" is invalid: {text}', {
-        "name": name, "group": group, "kind": kind,
-        "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes],
-    } if group else {
-        "name": name, "kind": kind,
-        "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes],
-    })
+    details: dict[str, Any] = {"name": name} if name else {}
+    if group:
+        details["group"] = group
+    details["kind"] = kind
+    details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
+    return ApiError(422, "Invalid", f'{qkind} "{name}" is invalid: {text}', details)
 
 
 def bad_request(message: str) -> ApiError:
@@ -90,10 +96,27 @@ def method_not_allowed() -> ApiError:
     return ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
 
-def unsupported_media(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - '
-                    f'accepted media types include: application/json-patch+json, application/merge-patch+json, '
-                    f'application/apply-patch+yaml (got "{content_type}")')
+def unsupported_media(custom: bool) -> ApiError:
+    accepted = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    if not custom:
+        accepted += ", application/strategic-merge-patch+json"
+    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted "
+                    f"media types include: {accepted}")
+
+
+def unauthorized() -> ApiError:
+    return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+def internal(message: str) -> ApiError:
+    """A plain Go error turned into a Status: code 500, no reason (StatusReasonUnknown)."""
+    return ApiError(500, "", message)
+
+
+def invalid_patch(why: str) -> ApiError:
+    """NewGenericServerResponse(422): what the API server answers when a JSON patch cannot be applied."""
+    return ApiError(422, "Invalid", "the server rejected our request due to an error in our request", {
+        "causes": [{"reason": "UnexpectedServerResponse", "message": why}]})
 
 
 def page_not_found() -> ApiError:

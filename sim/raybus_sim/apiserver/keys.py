@@ -23,6 +23,10 @@ class ServerState:
     kubelet: Any = None
     sim_handler: Callable[[web.Request, list[str]], Awaitable[web.StreamResponse]] | None = None
     snapshots: ListSnapshots = field(default_factory=ListSnapshots)
+    # the WatchList feature gate (off by default in 1.33: sendInitialEvents is refused)
+    watch_list: bool = False
+    authenticator: Any = None
+    authorizer: Any = None
 
 
 STATE: web.AppKey[ServerState] = web.AppKey("raybus_sim_apiserver", ServerState)

@@ -49,32 +49,62 @@ class ListSnapshots:
         return hit[1], hit[2]
 
 
-def paginate(q: Any, *, limit: int, snapshots: ListSnapshots, current_rv: str,
-             load: Callable[[], list[Obj]]) -> tuple[list[Obj], Obj]:
-    """Returns (page items, list metadata)."""
+def _go_json_error(data: bytes) -> str:
+    """encoding/json's message for a document that does not start like JSON."""
+    text = data.lstrip(b" \t\r\n")
+    if not text:
+        return "unexpected end of JSON input"
+    ch = text[:1]
+    shown = ch.decode() if 0x20 <= ch[0] < 0x7f else f"\\x{ch[0]:02x}"
+    return f"invalid character '{shown}' looking for beginning of value"
+
+
+def _decode_continue(cont: str) -> tuple[tuple[str, str], str]:
+    """(last key, snapshot id) from a continue token, or upstream's 400s."""
+    try:
+        raw = base64.urlsafe_b64decode(cont + "=" * (-len(cont) % 4))
+    except (ValueError, TypeError):
+        raise errors.bad_request("invalid continue token: continue key is not valid: illegal base64 data at input "
+                                 "byte 0") from None
+    try:
+        tok = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise errors.bad_request(f"invalid continue token: continue key is not valid: {_go_json_error(raw)}") from None
+    try:
+        if tok.get("v") != "meta.k8s.io/v1":
+            raise KeyError("v")
+        return tuple(tok["start"].split("\x00")[:2]), str(tok["s"])  # type: ignore[return-value]
+    except (KeyError, TypeError, AttributeError):
+        raise errors.bad_request("invalid continue token: continue key is not valid: incorrect encoded start "
+                                 "resourceVersion (version meta.k8s.io/v1)") from None
+
+
+def paginate(q: Any, *, limit: int, snapshots: ListSnapshots, current_rv: str, load: Callable[[], list[Obj]],
+             pred: Callable[[Obj], bool], selected: bool) -> tuple[list[Obj], Obj]:
+    """Returns (page items, list metadata). The snapshot holds every object; each page applies the
+    request's own selectors (a continue token with other selectors filters the same snapshot, as etcd
+    pages do). remainingItemCount is only known (and sent) without selectors."""
     cont = q.get("continue")
     if cont:
-        try:
-            tok = json.loads(base64.urlsafe_b64decode(cont))
-            last, sid = tuple(tok["k"]), str(tok["s"])
-        except (ValueError, KeyError, TypeError):
-            raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion "
-                                     "(version meta.k8s.io/v1)") from None
+        last, sid = _decode_continue(cont)
         snap = snapshots.get(sid)
         if snap is None:
             raise errors.gone(_EXPIRED)
         rv, everything = snap
-        items = [o for o in everything if _key(o) > last]
+        candidates = [o for o in everything if _key(o) > last]
     else:
         rv, everything = current_rv, sorted(load(), key=_key)  # upstream pages in key (namespace/name) order
-        items, sid = everything, ""
+        candidates, sid = everything, ""
+    items = [o for o in candidates if pred(o)]
     meta: Obj = {"resourceVersion": rv}
     if 0 < limit < len(items):
         if not sid:
             sid = snapshots.put(rv, everything)
         last_key = _key(items[limit - 1])
         meta["continue"] = base64.urlsafe_b64encode(json.dumps(
-            {"rv": rv, "k": list(last_key), "s": sid}).encode()).decode()
-        meta["remainingItemCount"] = len(items) - limit
+            {"v": "meta.k8s.io/v1", "rv": int(rv), "start": f"{last_key[0]}\x00{last_key[1]}", "s": sid}).encode()
+        ).decode().rstrip("=")
+        if not selected:
+            meta["remainingItemCount"] = len(items) - limit
         items = items[:limit]
     return items, meta

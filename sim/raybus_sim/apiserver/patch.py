@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .errors import ApiError, bad_request
+from .errors import bad_request, invalid_patch
 
 # field name -> merge key. `ports` is resolved per element (containerPort for containers, port for services).
 MERGE_KEYS: dict[str, str] = {
@@ -53,8 +53,7 @@ def _parent(doc: Any, parts: list[str]) -> Any:
         elif isinstance(cur, dict) and p in cur:
             cur = cur[p]
         else:
-            raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: "
-                           f"doc is missing path: /{'/'.join(parts)}")
+            raise invalid_patch(f"doc is missing path: /{'/'.join(parts)}")
     return cur
 
 
@@ -65,7 +64,7 @@ def _get(doc: Any, parts: list[str]) -> Any:
     try:
         return parent[int(last)] if isinstance(parent, list) else parent[last]
     except (KeyError, IndexError, ValueError):
-        raise ApiError(422, "Invalid", f"doc is missing path: /{'/'.join(parts)}") from None
+        raise invalid_patch(f"doc is missing path: /{'/'.join(parts)}") from None
 
 
 def _remove(doc: Any, parts: list[str]) -> Any:
@@ -73,7 +72,7 @@ def _remove(doc: Any, parts: list[str]) -> Any:
     try:
         return parent.pop(int(last)) if isinstance(parent, list) else parent.pop(last)
     except (KeyError, IndexError, ValueError):
-        raise ApiError(422, "Invalid", f"doc is missing path: /{'/'.join(parts)}") from None
+        raise invalid_patch(f"doc is missing path: /{'/'.join(parts)}") from None
 
 
 def _add(doc: Any, parts: list[str], value: Any) -> Any:
@@ -86,12 +85,12 @@ def _add(doc: Any, parts: list[str], value: Any) -> Any:
         else:
             idx = int(last)
             if idx > len(parent):
-                raise ApiError(422, "Invalid", f"index out of range: /{'/'.join(parts)}")
+                raise invalid_patch(f"index out of range: /{'/'.join(parts)}")
             parent.insert(idx, value)
     elif isinstance(parent, dict):
         parent[last] = value
     else:
-        raise ApiError(422, "Invalid", f"doc is missing path: /{'/'.join(parts)}")
+        raise invalid_patch(f"doc is missing path: /{'/'.join(parts)}")
     return doc
 
 
@@ -116,7 +115,7 @@ def json_patch(doc: Any, ops: Any) -> Any:
             doc = _add(doc, parts, value)
         elif kind == "test":
             if _get(doc, parts) != op.get("value"):
-                raise ApiError(422, "Invalid", f"testing value /{'/'.join(parts)} failed: test failed")
+                raise invalid_patch(f"testing value /{'/'.join(parts)} failed: test failed")
         else:
             raise bad_request(f"Unexpected kind: {kind}")
     return doc
@@ -156,6 +155,25 @@ def _strategic_list(field: str, orig: list[Any], patch: list[Any], delete_prims:
             out.append(strip_directives(item))
         else:
             out[idx] = strategic_merge(out[idx], item)
+    return _normalize_order(out, orig, patch, key)
+
+
+def _normalize_order(merged: list[Any], orig: list[Any], patch: list[Any], key: str) -> list[Any]:
+    """strategicpatch's normalizeElementOrder + mergeSortedSlice: the patch's items in patch order,
+    interleaved with the server-only items in their live order (a new item goes before them)."""
+    def k(item: Any) -> Any:
+        return item.get(key) if isinstance(item, dict) else None
+    in_patch = {k(i) for i in patch if isinstance(i, dict)}
+    live = {k(o): n for n, o in enumerate(orig)}
+    patch_pos = {k(i): n for n, i in enumerate(patch)}
+    right = sorted((i for i in merged if k(i) in in_patch), key=lambda i: patch_pos[k(i)])
+    left = [i for i in merged if k(i) not in in_patch]
+    out: list[Any] = []
+    while left or right:
+        if not right or (left and k(right[0]) in live and live[k(left[0])] < live[k(right[0])]):
+            out.append(left.pop(0))
+        else:
+            out.append(right.pop(0))
     return out
 
 

@@ -31,16 +31,8 @@ def load_state(store: Store, path: Path, register_crd: Callable[[Obj], Any]) -> 
         store.uid_index[meta["uid"]] = (gr, key)
         for ref in meta.get("ownerReferences") or ():
             store.owner_index.setdefault(ref["uid"], set()).add((gr, key))
-    # Allocators continue past restored values so new clusterIPs/nodePorts never collide.
-    for svc in store.state("services").objects.values():
-        spec = svc.get("spec") or {}
-        ip = str(spec.get("clusterIP") or "")
-        if ip.startswith("10.96."):
-            a, b = ip.split(".")[2:4]
-            store.ip_counter = max(store.ip_counter, int(a) * 256 + int(b))
-        for port in spec.get("ports") or []:
-            if port.get("nodePort"):
-                store.node_port_counter = max(store.node_port_counter, int(port["nodePort"]) - 30000)
+    for svc in store.state("services").objects.values():  # restored clusterIPs/nodePorts stay taken
+        store.services.track(svc)
     store.rv = max(store.rv, int(data.get("resourceVersion", 1)))
     store.base_rv = store.rv
     # History is not persisted: anything older than now is expired after a restart.

@@ -37,7 +37,7 @@ def _canonical(_kind: str, value: Any) -> Any:  # _kind keeps 1 and "1" (and 1.0
     suffix = m.group(2) or ""
     if suffix in _BIN:
         fmt, amount = "bin", number * (1024 ** _BIN[suffix])
-    elif suffix[:1] in ("e", "E"):
+    elif suffix[:1] in ("e", "E") and len(suffix) > 1:  # a lone "E" is exa
         fmt, amount = "exp", number * Fraction(10) ** int(suffix[1:])
     else:
         fmt, amount = "dec", number * Fraction(10) ** _DEC[suffix]
@@ -66,3 +66,44 @@ def canonical_map(resources: Any) -> Any:
     if not isinstance(resources, dict):
         return resources
     return {k: canonical(v) for k, v in resources.items()}
+
+
+# resource.ParseQuantity's errors (what the JSON decoder reports for a bad quantity in a built-in object).
+_SPLIT = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+SPLIT_RE = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+ERR_FORMAT = f"quantities must match the regular expression '{SPLIT_RE}'"
+_NUMERIC = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$")
+_SUFFIX = re.compile(r"^(|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)$")
+
+
+def parse_error(value: Any) -> str | None:
+    """None when value parses as a resource.Quantity, else ParseQuantity's error text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return ERR_FORMAT
+    text = str(value).strip() if not isinstance(value, str) else value
+    m = _SPLIT.match(text)
+    if not m:
+        return ERR_FORMAT
+    if not _NUMERIC.match(m.group(1)):
+        return "unable to parse numeric part of quantity"
+    if not _SUFFIX.match(m.group(2)):
+        return "unable to parse quantity's suffix"
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _amount(text: str) -> Fraction:
+    m = _RE.match(text.strip())
+    if not m:
+        return Fraction(0)
+    number, suffix = Fraction(m.group(1)), m.group(2) or ""
+    if suffix in _BIN:
+        return number * 1024 ** _BIN[suffix]
+    if suffix[:1] in ("e", "E") and len(suffix) > 1:
+        return number * Fraction(10) ** int(suffix[1:])
+    return number * Fraction(10) ** _DEC[suffix]
+
+
+def amount(value: Any) -> Fraction:
+    """The quantity's exact value (0 for what does not parse: validation reports that separately)."""
+    return _amount(str(value))

@@ -51,7 +51,8 @@ def _b(group: str, version: str, plural: str, kind: str, **kw: Any) -> ResourceT
 
 BUILTINS: tuple[ResourceType, ...] = (
     _b("", "v1", "namespaces", "Namespace", namespaced=False, short_names=("ns",), status_subresource=True),
-    _b("", "v1", "pods", "Pod", short_names=("po",), categories=("all",), status_subresource=True),
+    _b("", "v1", "pods", "Pod", short_names=("po",), categories=("all",), status_subresource=True,
+       generation=True),  # 1.33 maintains metadata.generation for pods
     _b("", "v1", "services", "Service", short_names=("svc",), categories=("all",), status_subresource=True),
     _b("", "v1", "serviceaccounts", "ServiceAccount", short_names=("sa",)),
     _b("", "v1", "events", "Event", short_names=("ev",)),

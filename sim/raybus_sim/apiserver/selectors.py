@@ -11,54 +11,165 @@ from .errors import bad_request
 Pred = Callable[[dict[str, Any]], bool]
 _TRUE: Pred = lambda obj: True
 
-# key (in|notin) (a,b) | !key | key | key(=|==|!=)value ; requirements separated by commas outside parens.
-_SET_RE = re.compile(r"^\s*([^\s!=(),]+)\s+(in|notin)\s*\(([^)]*)\)\s*$")
-_EQ_RE = re.compile(r"^\s*([^\s!=(),]+)\s*(==|=|!=)\s*([^\s!=(),]*)\s*$")
-_EXISTS_RE = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*$")
+# --- label selectors: a port of apimachinery's labels.Parser (lexer, grammar and error messages) -------
+_SPECIAL = "=!(),><"
+_SYMBOLS = {"!": "!", "!=": "!=", "(": "(", ")": ")", ",": ",", "=": "=", "==": "==", ">": ">", "<": "<"}
+_ID, _EOS, _IN, _NOTIN = "ID", "EOS", "in", "notin"
 
 
-def _split(selector: str) -> list[str]:
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in selector:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
+def _lex(selector: str) -> list[tuple[str, str]]:
+    toks: list[tuple[str, str]] = []
+    i, n = 0, len(selector)
+    while True:
+        while i < n and selector[i] in " \t\r\n":
+            i += 1
+        if i >= n:
+            toks.append((_EOS, ""))
+            return toks
+        if selector[i] in _SPECIAL:
+            j, best = i, None
+            while j < n and selector[j] in _SPECIAL:
+                if selector[i:j + 1] in _SYMBOLS:
+                    best = j + 1
+                elif best is not None:
+                    break
+                j += 1
+            if best is None:
+                raise bad_request(f"unable to parse requirement: error expected: keyword found '{selector[i:j]}'")
+            toks.append((_SYMBOLS[selector[i:best]], selector[i:best]))
+            i = best
         else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return [p for p in parts if p.strip()]
+            j = i
+            while j < n and selector[j] not in _SPECIAL and selector[j] not in " \t\r\n":
+                j += 1
+            word = selector[i:j]
+            toks.append((word if word in (_IN, _NOTIN) else _ID, word))
+            i = j
 
 
-def _label_req(req: str) -> Callable[[dict[str, str]], bool]:
-    if m := _SET_RE.match(req):
-        key, op, raw = m.group(1), m.group(2), m.group(3)
-        values = frozenset(v.strip() for v in raw.split(",") if v.strip())
-        if op == "in":
-            return lambda labels: labels.get(key) in values
-        return lambda labels: labels.get(key) not in values
-    if m := _EQ_RE.match(req):
-        key, op, value = m.group(1), m.group(2), m.group(3)
-        if op == "!=":
-            return lambda labels: labels.get(key) != value
-        return lambda labels: labels.get(key) == value
-    if m := _EXISTS_RE.match(req):
-        neg, key = m.group(1), m.group(2)
-        if neg:
+class _LabelParser:
+    def __init__(self, selector: str) -> None:
+        self.toks = _lex(selector)
+        self.pos = 0
+
+    def look(self, values: bool = True) -> tuple[str, str]:
+        tok, lit = self.toks[self.pos]
+        return (_ID, lit) if values and tok in (_IN, _NOTIN) else (tok, lit)
+
+    def take(self, values: bool = True) -> tuple[str, str]:
+        out = self.look(values)
+        self.pos = min(self.pos + 1, len(self.toks) - 1)
+        return out
+
+    def parse(self) -> list[Callable[[dict[str, str]], bool]]:
+        reqs = []
+        while True:
+            tok, lit = self.look()
+            if tok in (_ID, "!"):
+                try:
+                    reqs.append(self.requirement())
+                except _ParseError as exc:
+                    raise bad_request(f"unable to parse requirement: {exc}") from None
+                tok, lit = self.take()
+                if tok == _EOS:
+                    return reqs
+                if tok != ",":
+                    raise bad_request(f"found '{lit}', expected: ',' or 'end of string'")
+                tok2, lit2 = self.look()
+                if tok2 not in (_ID, "!"):
+                    raise bad_request(f"found '{lit2}', expected: identifier after ','")
+            elif tok == _EOS:
+                return reqs
+            else:
+                raise bad_request(f"found '{lit}', expected: !, identifier, or 'end of string'")
+
+    def requirement(self) -> Callable[[dict[str, str]], bool]:
+        tok, key = self.take()
+        negate = tok == "!"
+        if negate:
+            tok, key = self.take()
+        if tok != _ID:
+            raise _ParseError(f"found '{key}', expected: identifier")
+        if negate:  # "!key" is complete; anything after it is the caller's problem
             return lambda labels: key not in labels
-        return lambda labels: key in labels
-    raise bad_request(f"unable to parse requirement: {req!r}")
+        if self.look()[0] in (_EOS, ","):
+            return lambda labels: key in labels
+        op, lit = self.take(values=False)
+        if op in (_IN, _NOTIN):
+            values = self.values()
+            if op == _IN:
+                return lambda labels: labels.get(key) in values
+            return lambda labels: labels.get(key) not in values
+        if op in ("=", "==", "!="):
+            value = self.exact()
+            if op == "!=":
+                return lambda labels: labels.get(key) != value
+            return lambda labels: labels.get(key) == value
+        if op in (">", "<"):
+            bound = self.exact()
+            try:
+                limit = int(bound)
+            except ValueError:
+                raise _ParseError(f"for 'Gt', 'Lt' operators, the value must be an integer: {bound}") from None
+            if op == ">":
+                return lambda labels: key in labels and labels[key].isdigit() and int(labels[key]) > limit
+            return lambda labels: key in labels and labels[key].isdigit() and int(labels[key]) < limit
+        raise _ParseError(f"found '{lit}', expected: in, notin, =, ==, !=, gt, lt")
+
+    def values(self) -> frozenset[str]:
+        tok, lit = self.take()
+        if tok != "(":
+            raise _ParseError(f"found '{lit}' expected: '('")
+        tok, lit = self.look()
+        if tok == ")":
+            self.take()
+            return frozenset({""})
+        if tok not in (_ID, ","):
+            raise _ParseError(f"found '{lit}', expected: ',', ')' or identifier")
+        out: set[str] = set()
+        while True:
+            tok, lit = self.take()
+            if tok == _ID:
+                out.add(lit)
+                tok2, lit2 = self.look()
+                if tok2 == ",":
+                    continue
+                if tok2 == ")":
+                    self.take()
+                    return frozenset(out)
+                raise _ParseError(f"found '{lit2}', expected: ',' or ')'")
+            if tok == ",":
+                if not out:
+                    out.add("")
+                tok2, _ = self.look()
+                if tok2 == ")":
+                    self.take()
+                    out.add("")
+                    return frozenset(out)
+                if tok2 == ",":
+                    self.take()
+                    out.add("")
+                continue
+            raise _ParseError(f"found '{lit}', expected: ',', or identifier")
+
+    def exact(self) -> str:
+        tok, lit = self.look()
+        if tok in (_EOS, ","):
+            return ""
+        tok, lit = self.take()
+        if tok == _ID:
+            return lit
+        raise _ParseError(f"found '{lit}', expected: identifier")
+
+
+class _ParseError(Exception):
+    pass
 
 
 def compile_label_selector(selector: str | None) -> Pred:
     if not selector or not selector.strip():
         return _TRUE
-    reqs = [_label_req(r) for r in _split(selector)]
+    reqs = _LabelParser(selector).parse()
 
     def pred(obj: dict[str, Any]) -> bool:
         labels = obj.get("metadata", {}).get("labels") or {}
@@ -87,7 +198,12 @@ def match_label_selector_obj(selector: dict[str, Any] | None, labels: dict[str, 
     return True
 
 
-def _field_getter(plural: str, group: str, path: str) -> Callable[[dict[str, Any]], str]:
+# Resources with their own field label conversion answer "field label not supported" for other fields.
+_CONVERTED = {("", "pods"), ("", "events"), ("", "secrets"), ("", "namespaces"), ("", "nodes"), ("", "services"),
+              ("batch", "jobs")}
+
+
+def _field_getter(plural: str, group: str, path: str, custom: bool) -> Callable[[dict[str, Any]], str]:
     # Upstream every resource supports metadata.name/namespace; a few add their own fields.
     extra = {
         ("", "pods"): {"status.phase", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
@@ -97,8 +213,12 @@ def _field_getter(plural: str, group: str, path: str) -> Callable[[dict[str, Any
         ("", "secrets"): {"type"},
         ("", "namespaces"): {"status.phase"},
         ("batch", "jobs"): {"status.successful"},
+        ("", "services"): {"spec.clusterIP", "spec.type"},
+        ("", "nodes"): {"spec.unschedulable"},
     }
     if path not in ("metadata.name", "metadata.namespace") and path not in extra.get((group, plural), ()):
+        if custom or (group, plural) in _CONVERTED:
+            raise bad_request(f"field label not supported: {path}")
         raise bad_request(f'"{path}" is not a known field selector: only "metadata.name", "metadata.namespace"')
     keys = path.split(".")
 
@@ -111,7 +231,7 @@ def _field_getter(plural: str, group: str, path: str) -> Callable[[dict[str, Any
     return get
 
 
-def compile_field_selector(selector: str | None, *, plural: str, group: str) -> Pred:
+def compile_field_selector(selector: str | None, *, plural: str, group: str, custom: bool = False) -> Pred:
     if not selector or not selector.strip():
         return _TRUE
     reqs: list[Pred] = []
@@ -119,7 +239,7 @@ def compile_field_selector(selector: str | None, *, plural: str, group: str) -> 
         m = re.match(r"^\s*([^!=\s]+)\s*(==|=|!=)\s*(.*?)\s*$", raw)
         if not m:
             raise bad_request(f"invalid selector: '{selector}'; can't understand '{raw}'")
-        getter, op, value = _field_getter(plural, group, m.group(1)), m.group(2), m.group(3)
+        getter, op, value = _field_getter(plural, group, m.group(1), custom), m.group(2), m.group(3)
         reqs.append(_field_req(getter, op, value))
     return lambda obj: all(r(obj) for r in reqs)
 

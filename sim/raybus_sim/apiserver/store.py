@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import errors
-from .defaults import apply_create_defaults, apply_update_defaults, now_rfc3339
+from .decode import decode_builtin
+from .defaults import admit, apply_create_defaults, apply_update_defaults, default_object, now_rfc3339
+from .podspec import pod_warnings
 from .resources import Registry, ResourceType
 from .schema import apply_schema
 from .selectors import Pred
+from .services import ServiceAllocator
 from .validation import validate_create, validate_update
 
 Obj = dict[str, Any]
@@ -69,6 +72,8 @@ class ResourceState:
 
 
 _GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# Typed objects whose spec defaults are re-applied on every write (a PUT omitting them is no change).
+_REDEFAULTED = ("services", "pods", "jobs.batch", "deployments.apps", "statefulsets.apps")
 
 
 def _strip_for_generation(obj: Obj, keep_status: bool) -> Obj:
@@ -91,8 +96,8 @@ class Store:
         self.listeners: list[Callable[[Event], None]] = []
         # Pods on a node are deleted gracefully (kubelet confirms) only when a kubelet is attached.
         self.graceful_pod_delete = False
-        self.node_port_counter = 0
-        self.ip_counter = 10  # service clusterIP allocator (10.96.0.x); .1 is the kubernetes service upstream
+        self.services = ServiceAllocator()  # clusterIPs / nodePorts in use
+        self.listeners.append(self.services.on_event)
 
     # --- reads -----------------------------------------------------------------------------------
     def state(self, gr: str) -> ResourceState:
@@ -111,11 +116,12 @@ class Store:
         return self.state(rt.gr).objects.get((ns if rt.namespaced else "", name))
 
     def list(self, rt: ResourceType, ns: str | None, pred: Pred | None = None) -> list[Obj]:
+        """Objects in key (namespace/name) order, as etcd returns them."""
         objs = self.state(rt.gr).objects
         if ns is not None and rt.namespaced:
-            items = [o for (n, _), o in objs.items() if n == ns]
+            items = [o for (n, _), o in sorted(objs.items()) if n == ns]
         else:
-            items = list(objs.values())
+            items = [o for _, o in sorted(objs.items())]
         if pred is not None:
             items = [o for o in items if pred(o)]
         return items
@@ -173,9 +179,14 @@ class Store:
         self.rv += 1
         return str(self.rv)
 
-    def create(self, rt: ResourceType, ns: str, obj: Obj, *, strict: bool = False, dry_run: bool = False) -> Obj:
+    def create(self, rt: ResourceType, ns: str, obj: Obj, *, field_validation: str | None = None,
+               warnings: builtins.list[str] | None = None, dry_run: bool = False) -> Obj:
+        """field_validation: None for internal writers (controllers: no decoding checks), else the
+        request's Strict/Warn/Ignore; warnings collects what upstream sends as Warning headers."""
         if rt.schema is not None:
-            obj = apply_schema(rt, obj, strict=strict)
+            obj = apply_schema(rt, obj, field_validation=field_validation or "Ignore", warnings=warnings)
+        elif field_validation is not None:
+            obj = decode_builtin(rt, obj, field_validation=field_validation, warnings=warnings)
         meta = dict(obj.get("metadata") or {})
         obj = dict(obj)
         obj["metadata"] = meta
@@ -193,18 +204,22 @@ class Store:
         else:
             meta.pop("namespace", None)
         if meta.get("resourceVersion"):
-            raise errors.ApiError(500, "InternalError", "Internal error occurred: resourceVersion should not be "
-                                  "set on objects to be created", {"causes": [{"message": "resourceVersion should "
-                                                                               "not be set on objects to be created"}]})
+            raise errors.internal("resourceVersion should not be set on objects to be created")
         if not meta.get("name") and meta.get("generateName"):
             # upstream: base truncated to 58 chars + 5 random [bcdfghjklmnpqrstvwxz2456789]
             meta["name"] = meta["generateName"][:58] + "".join(
                 _GEN_ALPHABET[b % len(_GEN_ALPHABET)] for b in uuid.uuid4().bytes[:5])
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        default_object(rt, obj)  # decoding defaults, then admission, then validation (upstream's order)
+        admit(rt, obj, self)
         validate_create(rt, obj)
+        if warnings is not None and rt.gr == "pods":
+            warnings.extend(pod_warnings(obj))
         key = (ns if rt.namespaced else "", meta["name"])
         if key in self.state(rt.gr).objects:
             raise errors.already_exists(rt.plural, rt.group, meta["name"])
+        if rt.gr == "services":
+            self.services.check(meta["name"], ns, obj.get("spec") or {})
         for drop in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(drop, None)
         meta["uid"] = str(uuid.uuid4())
@@ -221,22 +236,33 @@ class Store:
         return obj
 
     def update(self, rt: ResourceType, ns: str, name: str, new: Obj, *, subresource: str | None = None,
-               require_rv: bool = False, validate: bool = True, strict: bool = False,
+               require_rv: bool = False, validate: bool = True, field_validation: str | None = None,
+               warnings: builtins.list[str] | None = None, uid_precondition: bool = True,
                dry_run: bool = False) -> Obj:
+        """uid_precondition: a PUT's metadata.uid is a precondition (409); in a PATCH result a changed
+        uid is an invalid change of an immutable field (422), as upstream."""
         cur = self.get(rt, ns, name)
         cmeta = cur["metadata"]
         nmeta = new.get("metadata") or {}
         if nmeta.get("uid") and nmeta["uid"] != cmeta["uid"]:
+            if not uid_precondition:
+                raise errors.invalid(rt.kind, rt.group, name, [(
+                    "FieldValueInvalid", "metadata.uid", f'Invalid value: "{nmeta["uid"]}": field is immutable')])
             # upstream turns a uid in the body into a precondition (object deleted and re-created)
-            raise errors.conflict(rt.plural, rt.group, name, f"Precondition failed: UID in precondition: "
-                                  f"{nmeta['uid']}, UID in object meta: {cmeta['uid']}")
+            key = f"/registry/{rt.group + '/' if rt.custom else ''}{rt.plural}/{ns + '/' if ns else ''}{name}"
+            raise errors.conflict(rt.plural, rt.group, name, f"StorageError: invalid object, Code: 4, Key: {key}, "
+                                  f"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
+                                  f"precondition: {nmeta['uid']}, UID in object meta: {cmeta['uid']}")
         want_rv = nmeta.get("resourceVersion")
         if want_rv:
             if want_rv != cmeta["resourceVersion"]:
                 raise errors.conflict(rt.plural, rt.group, name)
         elif require_rv:
             raise errors.invalid(rt.kind, rt.group, name, [(
-                "FieldValueInvalid", "metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")])
+                "FieldValueInvalid", "metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")],
+                qualified=f"{rt.plural}.{rt.group}" if rt.group else rt.plural)
+        if field_validation is not None and rt.schema is None:
+            new = decode_builtin(rt, new, field_validation=field_validation, warnings=warnings)
         if subresource == "status":
             out = dict(cur)
             if "status" in new:
@@ -248,7 +274,7 @@ class Store:
             out = dict(new)
             out["apiVersion"], out["kind"] = rt.api_version, rt.kind
             # (internal writers build from stored, already-defaulted objects: no need to re-default)
-            if validate and isinstance(out.get("spec"), dict) and rt.gr in ("services", "pods", "jobs.batch"):
+            if validate and isinstance(out.get("spec"), dict) and rt.gr in _REDEFAULTED:
                 out["spec"] = copy.deepcopy(out["spec"])
                 apply_update_defaults(rt, out, cur)
             if rt.status_subresource and subresource != "*":  # "*": internal spec+status write (binding)
@@ -266,16 +292,17 @@ class Store:
                     meta.pop(k, None)
         out["metadata"] = meta
         if rt.schema is not None:  # before generation/no-op checks: defaulting can make a write a no-op
-            out = apply_schema(rt, out, strict=strict)
+            out = apply_schema(rt, out, field_validation=field_validation or "Ignore", warnings=warnings, old=cur)
             meta = out["metadata"]
         if subresource != "status":
-            if rt.generation:
+            # pods/binding (internal "*") sets nodeName without a generation bump, as upstream
+            if rt.generation and not (rt.gr == "pods" and subresource == "*"):
                 gen = cmeta.get("generation", 1)
                 keep = not rt.status_subresource
                 if _strip_for_generation(out, keep) != _strip_for_generation(cur, keep):
                     gen += 1
                 meta["generation"] = gen
-            else:
+            elif not rt.generation:
                 meta.pop("generation", None)
         meta["resourceVersion"] = cmeta["resourceVersion"]
         if out == cur:
@@ -283,7 +310,9 @@ class Store:
         # Internal writers (kubelet binding) bypass the client-facing immutability rules; status writes
         # cannot touch spec/metadata here, so those checks are moot for them.
         if validate and subresource != "status":
-            validate_update(rt, out, cur)
+            validate_update(rt, out, cur, subresource=subresource)
+            if rt.gr == "services":
+                self.services.check(name, ns, out.get("spec") or {}, old=cur.get("spec") or {})
         if dry_run:
             return out
         meta["resourceVersion"] = self._next_rv()
@@ -297,6 +326,9 @@ class Store:
     def _remove(self, rt: ResourceType, cur: Obj) -> Obj:
         out = dict(cur)
         out["metadata"] = dict(cur["metadata"], resourceVersion=self._next_rv())
+        if rt.gr == "pods" and "deletionTimestamp" not in out["metadata"]:
+            # pods delete gracefully even with grace 0: the last state carries the deletion stamp
+            out["metadata"].update(deletionTimestamp=now_rfc3339(), deletionGracePeriodSeconds=0)
         self._commit(rt, "DELETED", out, cur)
         return out
 
@@ -306,13 +338,15 @@ class Store:
         cur = self.get(rt, ns, name)
         cmeta = cur["metadata"]
         pre = preconditions or {}
+        # rest.BeforeDelete's checks: the conflict names the Kind (GroupResource{group, Kind})
         if pre.get("uid") and pre["uid"] != cmeta["uid"]:
-            raise errors.conflict(rt.plural, rt.group, name, f"Precondition failed: UID in precondition: "
-                                  f"{pre['uid']}, UID in object meta: {cmeta['uid']}")
+            raise errors.conflict(rt.kind, rt.group, name, f"the UID in the precondition ({pre['uid']}) does not "
+                                  f"match the UID in record ({cmeta['uid']}). The object might have been deleted "
+                                  f"and then recreated")
         if pre.get("resourceVersion") and pre["resourceVersion"] != cmeta["resourceVersion"]:
-            raise errors.conflict(rt.plural, rt.group, name, f"Precondition failed: ResourceVersion in "
-                                  f"precondition: {pre['resourceVersion']}, ResourceVersion in object meta: "
-                                  f"{cmeta['resourceVersion']}")
+            raise errors.conflict(rt.kind, rt.group, name, f"the ResourceVersion in the precondition "
+                                  f"({pre['resourceVersion']}) does not match the ResourceVersion in record "
+                                  f"({cmeta['resourceVersion']}). The object might have been modified")
         if dry_run:
             return cur
         finalizers = list(cmeta.get("finalizers") or [])

@@ -43,7 +43,7 @@ def age(ts: str | None) -> str:
     if not ts:
         return "<unknown>"
     try:
-        t = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        t = dt.datetime.fromisoformat(ts)
     except ValueError:
         return "<invalid>"
     return human_duration((dt.datetime.now(dt.UTC) - t).total_seconds())

@@ -48,7 +48,7 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
     fsel = q.get("fieldSelector")
     if name is not None:  # GET /.../pods/NAME?watch=1 (legacy single-object watch)
         fsel = f"metadata.name={name}" + (f",{fsel}" if fsel else "")
-    pred_f = compile_field_selector(fsel, plural=rt.plural, group=rt.group)
+    pred_f = compile_field_selector(fsel, plural=rt.plural, group=rt.group, custom=rt.custom)
     table = "as=Table" in request.headers.get("Accept", "")
     bookmarks = q.get("allowWatchBookmarks") in ("1", "true", "True")
     send_initial = q.get("sendInitialEvents") in ("1", "true", "True")
@@ -57,13 +57,19 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
 
     resp = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
     resp.enable_chunked_encoding()
-    await resp.prepare(request)
+    # Registered before the response starts: every change after the client sees 200 reaches it.
     try:
         watcher, backlog = store.watch(rt, ns, q.get("resourceVersion"), lambda o: pred_l(o) and pred_f(o),
                                        send_initial=send_initial)
-    except ApiError as err:
+    except ApiError as err:  # upstream answers 200 and sends the error (410 Expired) as an ERROR event
+        await resp.prepare(request)
         await resp.write(_line("ERROR", _DUMPS(err.status())).encode())
         return resp
+    try:
+        await resp.prepare(request)
+    except BaseException:
+        store.unwatch(rt, watcher)
+        raise
 
     first_table = True
     converted = is_converted(rt)

@@ -303,7 +303,7 @@ async def test_crd_schema_prunes_defaults_and_validates(server: RunningApiServer
         await co.create_namespaced_custom_object(**args, body=thing("bad", {"size": "big", "mode": "c"}))
     body = status_of(exc.value)
     assert exc.value.status == 422 and {c["field"] for c in body["details"]["causes"]} == {"spec.size", "spec.mode"}
-    assert 'spec.size in body must be of type integer: "big"' in body["message"]
+    assert 'spec.size in body must be of type integer: "string"' in body["message"]  # the JSON type, as upstream
     with pytest.raises(ApiException) as exc:
         await co.create_namespaced_custom_object(**args, body=thing("bad", {"mode": "b"}))
     assert exc.value.status == 422 and 'spec.size: Required value' in status_of(exc.value)["message"]
@@ -326,8 +326,11 @@ async def test_events_api_groups_share_storage(api: client.ApiClient) -> None:
     assert (got.message, got.involved_object.name, got.reporting_component) == ("made it", "rc", "raybus")
     # (eventTime is required by the client's events.k8s.io model; core events without it break
     # EventsV1Api lists against real clusters too)
+    # (with eventTime set, core/v1 Events need reportingComponent/Instance and action too, as upstream)
     await core.create_namespaced_event("default", {"metadata": {"name": "e2"}, "message": "from core",
                                                    "eventTime": "2026-01-01T00:00:01.000000Z",
+                                                   "reportingComponent": "raybus", "reportingInstance": "raybus-1",
+                                                   "action": "Create",
                                                    "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "X"})
     items = {e.metadata.name: e for e in (await ev.list_namespaced_event("default")).items}
     assert items["e2"].note == "from core" and items["e2"].regarding.name == "p" and items["e1"].note == "made it"

@@ -18,8 +18,8 @@ PODS = "/api/v1/namespaces/default/pods"
 
 @pytest.fixture
 async def bare() -> AsyncIterator[RunningApiServer]:
-    """No kubelet: pods stay where the test puts them."""
-    srv = await start_apiserver(crd_dir=FIXTURE_CRDS, kubelet=False)
+    """No kubelet: pods stay where the test puts them. WatchList on (sendInitialEvents is served)."""
+    srv = await start_apiserver(crd_dir=FIXTURE_CRDS, kubelet=False, watch_list=True)
     yield srv
     await srv.stop()
 

@@ -20,8 +20,11 @@ def test_strategic_merge_lists_by_key_and_directives() -> None:
     out = strategic_merge(POD, {"spec": {"containers": [
         {"name": "one", "env": [{"name": "B", "value": "2"}], "ports": [{"containerPort": 80, "name": "http"}]},
         {"name": "three", "image": "i:3"}]}})
-    assert [c["name"] for c in out["spec"]["containers"]] == ["one", "two", "three"]
-    assert out["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    # strategicpatch's normalizeElementOrder: the patch's items in patch order, server-only items
+    # interleaved in their live order, a new item ahead of them (a real server patched env E1 + E2 to
+    # [E2, E1]: ../shared/kube-apiserver/README.md "strategic patch on deployment containers")
+    assert [c["name"] for c in out["spec"]["containers"]] == ["one", "three", "two"]
+    assert out["spec"]["containers"][0]["env"] == [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]
     assert out["spec"]["containers"][0]["ports"] == [{"containerPort": 80, "name": "http"}]
     assert POD["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]  # input untouched
 
