@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 # A batch this process published that no executor has claimed after this long is presumed lost
 # (its message purged or dead): revoke it. Only a liveness fallback; queue waits are far shorter.
 LOST_AFTER_S = 900.0
+# Our own batch with no Outcome after this long: ask the ledger (an Outcome message can be lost,
+# e.g. missed across a NATS restart; the ledger keeps the result).
+RECHECK_AFTER_S = 5.0
 
 
 def state_from_results(results: list[CommandResult], finished_at: datetime) -> BatchState:
@@ -69,12 +72,14 @@ class PublishedBatches:
 
 class BatchResolver:
     def __init__(self, *, tracker: OutcomeTracker, ledger: BatchLedger, published: PublishedBatches,
-                 clock: Callable[[], float] = time.time, lost_after_s: float = LOST_AFTER_S) -> None:
+                 clock: Callable[[], float] = time.time, lost_after_s: float = LOST_AFTER_S,
+                 recheck_after_s: float = RECHECK_AFTER_S) -> None:
         self._tracker = tracker
         self._ledger = ledger
         self._published = published
         self._clock = clock
         self._lost_after = lost_after_s
+        self._recheck_after = recheck_after_s
         self.revoked = 0  # batches this process took back (observable for tests)
 
     async def states(self, batch_ids: Iterable[str]) -> dict[str, BatchState]:
@@ -88,10 +93,12 @@ class BatchResolver:
         if outcome is not None:
             return state_from_results(outcome.results, outcome.finished_at)
         age = self._published.age(batch_id)
-        if age is not None and age < self._lost_after:
-            return IN_FLIGHT
+        if age is not None and age < self._recheck_after:
+            return IN_FLIGHT  # just published: its Outcome is on its way
         record, _ = await self._ledger.get(batch_id)
         if record is None:
+            if age is not None and age < self._lost_after:
+                return IN_FLIGHT  # ours, in the stream, not claimed yet: queued, not lost
             record = await self._ledger.revoke(batch_id, now=self._clock())
             if record is not None and record.state == "revoked":
                 self.revoked += 1
