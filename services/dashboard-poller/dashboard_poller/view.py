@@ -32,7 +32,8 @@ ClusterKey = tuple[str, str]  # namespace, RayCluster name
 class BusView:
     def __init__(self, nc: NATS) -> None:
         self._nc = nc
-        self._interests: dict[str, OwnedInterest] = {}  # interest subject -> interest
+        # (interest subject, index) -> interest: an owner may follow several clusters
+        self._interests: dict[tuple[str, int], OwnedInterest] = {}
         self._wants: dict[ClusterKey, ClusterWant] | None = None
         self._observations: dict[ClusterKey, tuple[ClusterObservation, int]] = {}
         self.changed = asyncio.Event()  # interests changed: the scheduler looks again
@@ -79,7 +80,10 @@ class BusView:
             log.warning("undecodable interest skipped", extra={"subject": msg.subject})
             return
         owner = Owner(controller=m.controller, namespace=m.key.namespace, name=m.key.name, kind=m.kind)
-        self._interests[msg.subject] = OwnedInterest(owner=owner, interest=m.interest)
+        for stale in [k for k in self._interests if k[0] == msg.subject]:
+            del self._interests[stale]
+        for index, interest in enumerate(m.all()):
+            self._interests[(msg.subject, index)] = OwnedInterest(owner=owner, interest=interest)
         self._wants = None
         self.changed.set()
 

@@ -107,6 +107,11 @@ class DashboardInterestMessage(Envelope):
 
     controller: str
     interest: DashboardInterest
+    # Further clusters of the same owner: a RayService follows its active and pending cluster.
+    more: list[DashboardInterest] = Field(default_factory=list)
+
+    def all(self) -> list[DashboardInterest]:
+        return [self.interest, *self.more]
 
 
 class DashboardCommandMessage(Envelope):

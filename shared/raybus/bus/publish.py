@@ -129,29 +129,32 @@ class DashboardInterestPublisher:
 
     def __init__(self, js: JetStreamContext) -> None:
         self._js = js
-        self._last: dict[str, DashboardInterest | None] = {}
+        self._last: dict[str, list[DashboardInterest] | None] = {}
 
-    async def _stored(self, subject: str) -> DashboardInterest | None:
+    async def _stored(self, subject: str) -> list[DashboardInterest] | None:
         try:
             raw = await self._js.get_last_msg(s.STREAM_DASHBOARD_INTEREST, subject)
         except NotFoundError:
             return None
         try:
-            return DashboardInterestMessage.model_validate_json(raw.data or b"").interest
+            return DashboardInterestMessage.model_validate_json(raw.data or b"").all()
         except ValidationError:
             return None
 
     async def publish(self, *, controller: s.Controller, key: ObjectKey, kind: str,
-                      interest: DashboardInterest, uid: str | None = None) -> bool:
-        """True if published, False if the stream already holds this interest."""
+                      interest: DashboardInterest, uid: str | None = None,
+                      more: list[DashboardInterest] | None = None) -> bool:
+        """True if published, False if the stream already holds this interest (+ `more`)."""
         subject = s.dashboard_interest_subject(controller, key.namespace, key.name)
+        wanted = [interest, *(more or [])]
         if subject not in self._last:
             self._last[subject] = await self._stored(subject)
-        if self._last[subject] == interest:
+        if self._last[subject] == wanted:
             return False
         await publish_dashboard_interest(self._js, DashboardInterestMessage(
-            key=key, kind=kind, uid=uid, controller=controller.value, interest=interest))
-        self._last[subject] = interest
+            key=key, kind=kind, uid=uid, controller=controller.value, interest=interest,
+            more=list(more or [])))
+        self._last[subject] = wanted
         return True
 
     def forget(self, controller: s.Controller, key: ObjectKey) -> None:

@@ -40,6 +40,7 @@ class ReconcilerContext:
     outcomes: OutcomeTracker
     batches: BatchResolver
     published: PublishedBatches
+    ledger: BatchLedger
 
     async def publish(self, *, key: ObjectKey, kind: s.Kind, commands: list[Command],
                       reasons: list[str], uid: str | None = None,
@@ -75,12 +76,13 @@ class ReconcilerApp:
     def __init__(self, settings: CommonSettings, *, controller: s.Controller,
                  primary_kind: s.Kind, kinds: list[s.Kind],
                  make_reconcile: Callable[[ReconcilerContext], ReconcileFn],
-                 bus: BusSettings | None = None) -> None:
+                 bus: BusSettings | None = None, dashboard: bool = False) -> None:
         self.settings = settings
         self._controller = controller
         self._primary = primary_kind
         self._kinds = kinds
         self._make = make_reconcile
+        self._dashboard = dashboard  # also follow dashboard observations and this controller's results
         self._bus = bus or BusSettings(partitions=settings.partitions)
         self.runtime: ControllerRuntime | None = None
         self.outcomes: OutcomeTracker | None = None
@@ -94,13 +96,14 @@ class ReconcilerApp:
                                       name=f"{self.settings.service}-{self.settings.replica_id}")
         await ensure_streams(self._nc.jetstream(), self._bus)  # before anything subscribes
         self._store = StateStore.from_url(self.settings.redis_url)
-        cache = ObjectCache(self._nc, kinds=self._kinds)
+        cache = ObjectCache(self._nc, kinds=self._kinds, dashboard=self._dashboard,
+                            dashboard_results=self._controller if self._dashboard else None)
         self.outcomes = OutcomeTracker(self._nc, self._controller)
         published = PublishedBatches()
         ledger = await BatchLedger.open(self._nc.jetstream())
         ctx = ReconcilerContext(nc=self._nc, cache=cache, store=self._store,
                                 controller=self._controller, settings=self.settings,
-                                outcomes=self.outcomes, published=published,
+                                outcomes=self.outcomes, published=published, ledger=ledger,
                                 batches=BatchResolver(tracker=self.outcomes, ledger=ledger,
                                                       published=published))
         self.context = ctx
