@@ -14,6 +14,7 @@ from pathlib import Path
 from raybus.testing.servers import (
     NatsServer,
     RedisServer,
+    die_with_parent,
     free_port,
     start_nats,
     start_redis,
@@ -30,6 +31,7 @@ class Proc:
     argv: list[str]
     popen: subprocess.Popen[bytes]
     log: Path
+    log_offset: int = 0  # where this process's output starts in its (append-mode) log
 
 
 @dataclass
@@ -88,9 +90,14 @@ class LocalStack:
     def spawn(self, name: str, args: list[str]) -> Proc:
         log = self.home / "logs" / f"{name}.log"
         argv = [sys.executable, *args]
-        popen = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                                 env={**os.environ, **self.env}, start_new_session=True)
-        proc = Proc(name=name, argv=argv, popen=popen, log=log)
+        offset = log.stat().st_size if log.exists() else 0
+        # Own session: a terminal's Ctrl-C reaches `raybus up`, which stops children in order.
+        # die_with_parent: if `raybus up` itself is killed, the children go too.
+        with log.open("ab") as out:
+            popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **self.env}, start_new_session=True,
+                                     preexec_fn=die_with_parent())
+        proc = Proc(name=name, argv=argv, popen=popen, log=log, log_offset=offset)
         self.procs.append(proc)
         return proc
 
@@ -103,7 +110,7 @@ class LocalStack:
         stop_proc(old, kill=kill)
         self.procs.remove(old)
         new = self.spawn(name, old.argv[1:])
-        wait_for_line(new, "ready" if name == "kube-sim" else '"started"', offset_from_end=True)
+        wait_for_line(new, "ready" if name == "kube-sim" else '"started"')
         return new
 
     def stop(self) -> None:
@@ -122,10 +129,10 @@ def stop_proc(proc: Proc, *, kill: bool = False) -> None:
     stop_process(proc.popen, kill=kill)
 
 
-def wait_for_line(proc: Proc, needle: str, timeout: float = 60.0, *,
-                  offset_from_end: bool = False) -> None:
-    """Wait for `needle` in the process log (only in what it writes from now on, if asked)."""
-    start = proc.log.stat().st_size if offset_from_end and proc.log.exists() else 0
+def wait_for_line(proc: Proc, needle: str, timeout: float = 60.0) -> None:
+    """Wait for `needle` in what this process wrote: logs are appended across runs, and a line
+    from an earlier run must never count as this one being ready."""
+    start = proc.log_offset
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.popen.poll() is not None:

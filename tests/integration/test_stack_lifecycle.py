@@ -1,0 +1,114 @@
+"""The local stack's processes: readiness comes from the current run, nothing outlives `raybus up`,
+and every service exits within its stop grace whatever NATS is doing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from raybus.cli.stack import LocalStack, Proc, wait_for_line
+from raybus.runtime.service import STOP_GRACE_S
+from raybus.testing.servers import die_with_parent
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie child of ours has exited; it only waits to be reaped.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if not _gone(p)]
+        time.sleep(0.1)
+    return alive
+
+
+def test_a_ready_line_from_an_earlier_run_does_not_count(tmp_path: Path) -> None:
+    log = tmp_path / "svc.log"
+    log.write_text('{"message": "started"}\n')  # the previous run's line, append-mode log
+    with log.open("ab") as out:
+        popen = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=out,
+                                 preexec_fn=die_with_parent())
+    proc = Proc(name="svc", argv=[], popen=popen, log=log, log_offset=log.stat().st_size)
+    try:
+        with pytest.raises(TimeoutError):
+            wait_for_line(proc, '"started"', timeout=1.0)
+        with log.open("a") as f:
+            f.write('{"message": "started"}\n')  # this run's line
+        wait_for_line(proc, '"started"', timeout=5.0)
+    finally:
+        popen.kill()
+        popen.wait()
+
+
+def test_stack_twice_in_one_home_then_services_exit_after_nats_is_gone(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    services = ["watcher", "command_executor", "cluster_reconciler", "dashboard_poller"]
+    first = LocalStack(home=home, services=services)
+    first.start()
+    first.stop()
+    second = LocalStack(home=home, services=services)  # Ctrl-C, make run again
+    try:
+        second.start()
+        for proc in second.procs:  # ready by this run's own lines
+            assert proc.popen.poll() is None, proc.name
+            assert proc.log_offset > 0, proc.name
+        assert second.nats is not None
+        second.nats.stop(kill=True)  # the NATS server goes away: clients reconnect forever
+        pids = {p.name: p.popen.pid for p in second.procs if p.name != "kube-sim"}
+        for proc in second.procs:
+            if proc.name != "kube-sim":
+                proc.popen.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        for proc in second.procs:
+            if proc.name != "kube-sim":
+                proc.popen.wait(timeout=STOP_GRACE_S + 5)
+        assert time.monotonic() - started <= STOP_GRACE_S + 5, pids
+    finally:
+        second.stop()
+
+
+def test_children_do_not_outlive_a_killed_raybus_up(tmp_path: Path) -> None:
+    raybus = Path(sys.executable).parent / "raybus"
+    up = subprocess.Popen([str(raybus), "up", "--home", str(tmp_path / "home")], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    children: list[int] = []
+    try:
+        assert up.stdout is not None
+        deadline = time.monotonic() + 90
+        for line in up.stdout:
+            if "raybus ready" in line:
+                break
+            assert time.monotonic() < deadline, "raybus up not ready"
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(up.pid)], capture_output=True,
+                             text=True, check=False).stdout
+        children = [int(p) for p in out.split()]
+        assert len(children) >= 8  # nats, redis, kube-sim and every service
+        up.kill()  # SIGKILL: no chance to stop anything itself
+        up.wait()
+        alive = _wait_gone(children, timeout=STOP_GRACE_S + 10)
+        assert alive == [], f"still running after raybus up was killed: {alive}"
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if up.poll() is None:
+            up.kill()
