@@ -7,6 +7,7 @@ Unsupported when compiled; the schema layer then skips it (listed in the README)
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 from functools import lru_cache
@@ -141,6 +142,8 @@ def _select(value: Any, name: str) -> Any:
     raise EvalError(f"no such key: {name}")
 
 
+_RELATIONS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _METHODS: dict[str, Callable[..., Any]] = {
     "size": len, "startsWith": lambda s, p: s.startswith(p), "endsWith": lambda s, p: s.endswith(p),
     "contains": lambda s, p: p in s, "matches": lambda s, p: re.search(p, s) is not None,
@@ -183,8 +186,9 @@ def _eval(node: Node, env: Env) -> Any:
     if op == "&&":
         return bool(_eval(left, env)) and bool(_eval(node[3], env))
     a, b = _eval(left, env), _eval(node[3], env)
-    return {"==": lambda: a == b, "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-            ">": lambda: a > b, ">=": lambda: a >= b, "in": lambda: a in b}[op]()
+    if op == "in":
+        return a in b
+    return _RELATIONS[op](a, b)
 
 
 @lru_cache(maxsize=256)

@@ -1,6 +1,6 @@
 """limit/continue paging over a consistent snapshot, like etcd-backed lists.
 
-The first page of a paged list keeps a reference snapshot of the (immutable) matching objects; continue
+The first page of a paged list keeps a reference snapshot of the (immutable) objects; continue
 tokens name it, so later pages show the list as of the first page's resourceVersion even if objects
 change meanwhile. Snapshots expire (TTL/LRU); an expired token gets 410 Expired as upstream after
 compaction.
@@ -73,7 +73,8 @@ def _decode_continue(cont: str) -> tuple[tuple[str, str], str]:
     try:
         if tok.get("v") != "meta.k8s.io/v1":
             raise KeyError("v")
-        return tuple(tok["start"].split("\x00")[:2]), str(tok["s"])  # type: ignore[return-value]
+        ns, _, name = str(tok["start"]).partition("\x00")
+        return (ns, name), str(tok["s"])
     except (KeyError, TypeError, AttributeError):
         raise errors.bad_request("invalid continue token: continue key is not valid: incorrect encoded start "
                                  "resourceVersion (version meta.k8s.io/v1)") from None

@@ -6,6 +6,7 @@ limits are validated too)."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from .quantity import amount, canonical
@@ -35,8 +36,22 @@ def resource_causes(res: Any, path: str) -> list[Cause]:
     """ValidateResourceRequirements: non-negative quantities, requests <= limits (== for extended)."""
     if not isinstance(res, dict):
         return []
-    causes: list[Cause] = []
     limits, requests = res.get("limits") or {}, res.get("requests") or {}
+    if not isinstance(limits, dict) or not isinstance(requests, dict):
+        return []  # a decode error upstream; already refused for client requests
+    key = (tuple(limits.items()), tuple(requests.items()))
+    try:  # the same few resource blocks repeat across thousands of pods
+        found = _resource_causes(key)
+    except TypeError:  # unhashable quantities (refused by decoding): check uncached
+        found = _resource_causes.__wrapped__(key)
+    return [(r, path + f, m) for r, f, m in found]
+
+
+@lru_cache(maxsize=1024)
+def _resource_causes(key: tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...]]) -> list[Cause]:
+    path = ""  # causes carry the suffix after the resources path
+    causes: list[Cause] = []
+    limits, requests = dict(key[0]), dict(key[1])
     for kind, values in (("limits", limits), ("requests", requests)):
         for name, q in values.items():
             if amount(q) < 0:

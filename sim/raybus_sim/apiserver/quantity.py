@@ -97,11 +97,14 @@ def _amount(text: str) -> Fraction:
     if not m:
         return Fraction(0)
     number, suffix = Fraction(m.group(1)), m.group(2) or ""
+    scale: Fraction
     if suffix in _BIN:
-        return number * 1024 ** _BIN[suffix]
-    if suffix[:1] in ("e", "E") and len(suffix) > 1:
-        return number * Fraction(10) ** int(suffix[1:])
-    return number * Fraction(10) ** _DEC[suffix]
+        scale = Fraction(1024 ** _BIN[suffix])
+    elif suffix[:1] in ("e", "E") and len(suffix) > 1:
+        scale = Fraction(10) ** int(suffix[1:])
+    else:
+        scale = Fraction(10) ** _DEC[suffix]
+    return number * scale
 
 
 def amount(value: Any) -> Fraction:

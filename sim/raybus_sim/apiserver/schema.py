@@ -85,7 +85,8 @@ def _type_name(v: Any) -> str:
         return "integer"
     if isinstance(v, float):
         return "integer" if v.is_integer() else "number"
-    return {str: "string", dict: "object", list: "array"}.get(type(v), "null")
+    names: dict[type, str] = {str: "string", dict: "object", list: "array"}
+    return names.get(type(v), "null")
 
 
 _TYPES: dict[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,), "integer": (int,),
