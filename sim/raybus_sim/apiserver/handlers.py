@@ -92,7 +92,7 @@ def list_response(store: Store, t: Target, request: web.Request) -> web.Response
                                selected=bool(q.get("labelSelector") or q.get("fieldSelector")))
         rv = meta["resourceVersion"]
     else:
-        items = store.list(rt, t.namespace, lambda o: pred_l(o) and pred_f(o))
+        items = store.list(rt, t.namespace, lambda o: pred_l(o) and pred_f(o), ordered=True)
         rv = str(store.rv)
         meta = {"resourceVersion": rv}
     if is_converted(rt):
