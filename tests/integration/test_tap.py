@@ -19,8 +19,10 @@ async def test_tap_prints_rows_and_stops_after_count(nats_server: NatsServer) ->
     await ensure_streams(nc.jetstream())
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "raybus.cli", "tap", "obj", "--json", "--count", "2", "--timeout", "20",
-        "--nats-url", nats_server.url, stdout=subprocess.PIPE)
-    await asyncio.sleep(1.5)  # let tap subscribe
+        "--nats-url", nats_server.url, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    line = await asyncio.wait_for(proc.stderr.readline(), 30)  # subscribed: publish now
+    assert line.startswith(b"tap: listening on raybus.obj.>")
     for version in (1, 2):
         await publish_version(nc.jetstream(), name="tapped", version=version, partitions=16)
     out, _ = await asyncio.wait_for(proc.communicate(), 30)

@@ -96,6 +96,8 @@ async def run(args: argparse.Namespace) -> int:
             done.set()
 
     await nc.subscribe(subject_filter(args.filter), cb=on_msg)
+    await nc.flush()  # the server has the subscription: nothing published from now on is missed
+    print(f"tap: listening on {subject_filter(args.filter)}", file=sys.stderr, flush=True)
     try:
         await asyncio.wait_for(done.wait(), args.timeout or None)
     except TimeoutError:

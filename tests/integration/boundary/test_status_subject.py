@@ -42,8 +42,13 @@ async def test_queued_statuses_collapse_to_the_newest(nats_server: NatsServer, k
             return (got.get("status") or {}).get("readyWorkerReplicas") == 5
 
         await until(written, what="the newest status written")
-        outcomes = await js.stream_info(s.STREAM_OUTCOMES)
-        assert outcomes.state.messages == 1 and service.applied == 1  # one write, not five
+
+        async def reported() -> bool:  # Outcome published, then acked: wait for both
+            outcomes = (await js.stream_info(s.STREAM_OUTCOMES)).state.messages
+            return bool(outcomes >= 1 and service.applied >= 1)
+        await until(reported, what="the Outcome")
+        assert (await js.stream_info(s.STREAM_STATUS)).state.messages == 0
+        assert service.applied == 1  # one write, not five
     finally:
         await service.stop()
         await kube.close()

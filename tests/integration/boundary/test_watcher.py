@@ -240,8 +240,8 @@ async def test_two_watcher_replicas_store_each_version_once(nats_server: NatsSer
         await kube.create(POD, pod("d-head", {"ray.io/cluster": "d", "ray.io/node-type": "head"}),
                           namespace="default")
         _, seq = await object_event(js, s.Kind.POD, "d-head")
+        # Both publishes were acked by JetStream (the second as a duplicate): nothing in flight.
         await until(lambda: asyncio.sleep(0, all(w.published >= 1 for w in watchers)), what="both published")
-        await asyncio.sleep(0.3)
         assert (await js.stream_info(s.STREAM_OBJECTS)).state.last_seq == before + 1 == seq
     finally:
         for w in watchers:

@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
 import pytest
+import redis.asyncio as aioredis
 import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
+from raybus.bus import subjects as s
 from raybus.cli.stack import LocalStack
+from raybus.decisions.cluster.expectations import ScaleExpectations
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLE = yaml.safe_load((REPO / "deploy/samples/ray-cluster.sample.yaml").read_text())
@@ -97,6 +101,26 @@ class Kube:
                 pass
             await asyncio.sleep(0.1)
         raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+    async def settled(self, cluster: str, *, timeout: float = 60.0) -> None:
+        """Positive evidence that nothing more is coming for a RayCluster (instead of sleeping and
+        hoping): no command batch or status write queued for the executor, and no scale
+        expectation outstanding for the cluster in Redis."""
+        assert self.stack.nats is not None and self.stack.redis is not None
+        nc = await nats.connect(self.stack.nats.url)
+        rds = aioredis.from_url(self.stack.redis.url)
+        try:
+            async def quiet() -> bool:
+                js = nc.jetstream()
+                queued = sum([(await js.stream_info(stream)).state.messages
+                              for stream in (s.STREAM_COMMANDS, s.STREAM_STATUS)])
+                raw = await rds.get(f"raybus:expectations:{NS}/{cluster}")
+                pending = raw is not None and not ScaleExpectations.model_validate_json(raw).is_empty()
+                return queued == 0 and not pending
+            await self.eventually(quiet, timeout=timeout, what=f"{cluster} settled")
+        finally:
+            await rds.aclose()
+            await nc.close()
 
     async def wait_ready(self, name: str, *, workers: int, timeout: float = 30.0) -> dict[str, Any]:
         async def ready() -> bool:

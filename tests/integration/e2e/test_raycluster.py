@@ -38,7 +38,7 @@ async def test_deleted_worker_is_recreated_exactly_once(kube: Kube) -> None:
     victim = (await kube.pods("e2e-recreate", node_type="worker"))[0]["metadata"]["name"]
     await kube.delete_pod(victim)
     await kube.wait_ready("e2e-recreate", workers=2)
-    await asyncio.sleep(1.0)  # give a duplicate create the chance to show up
+    await kube.settled("e2e-recreate")  # nothing queued or expected: a duplicate would show now
     names = {p["metadata"]["name"] for p in await kube.pods("e2e-recreate", node_type="worker")}
     assert victim not in names and len(names) == 2
     assert await kube.event_count("e2e-recreate", "CreatedWorkerPod") == 3
@@ -144,7 +144,8 @@ async def test_many_clusters_two_replicas_no_duplicates(kube: Kube) -> None:
     await asyncio.gather(*(kube.apply_cluster(n, mutate=_workers(3)) for n in names))
     for n in names:
         await kube.wait_ready(n, workers=3, timeout=60)
-    await asyncio.sleep(1.0)
+    for n in names:
+        await kube.settled(n)
     for n in names:
         assert len(await kube.pods(n, node_type="worker")) == 3
         assert await kube.event_count(n, "CreatedWorkerPod") == 3

@@ -72,4 +72,5 @@ async def test_invalid_raycluster_gets_warning_and_no_pods(kube: Kube) -> None:
     await kube.apply_cluster("e2e-badrc", mutate=duplicate_group)
     event = await _warning(kube, "e2e-badrc", "InvalidRayClusterSpec")
     assert "workergroup" in event["message"]
+    await kube.settled("e2e-badrc")
     assert await kube.pods("e2e-badrc") == []
