@@ -70,6 +70,7 @@ class RedeliveryModel(RuleBasedStateMachine):
         self.reject_next_create = False
         self.ids = itertools.count()
         self.max_heads = 0
+        self.synced_at = T0
 
     # --- the reconciler --------------------------------------------------------------------------
     def _state(self, batch_id: str) -> BatchState:
@@ -180,14 +181,15 @@ class RedeliveryModel(RuleBasedStateMachine):
     @rule()
     def sync_cache(self) -> None:
         self.cache = copy.deepcopy(self.api)
+        self.synced_at = self.now
 
     @rule(seconds=st.sampled_from([1, 5, 29, 31, 120]))
     def tick(self, seconds: int) -> None:
         # The one assumption KubeRay makes too (ExpectationsTimeout): the informer cache is never
-        # more than 30 s behind the API server. Commands may be late by any amount.
-        if seconds >= 30:
-            self.cache = copy.deepcopy(self.api)
+        # 30 s behind the API server. Commands may be late by any amount.
         self.now += timedelta(seconds=seconds)
+        if self.now - self.synced_at >= timedelta(seconds=29):
+            self.sync_cache()
 
     @rule(desired=st.integers(0, 4))
     def scale(self, desired: int) -> None:
@@ -226,7 +228,7 @@ class RedeliveryModel(RuleBasedStateMachine):
                 self.outcomes[batch_id] = self._settled(batch_id)
                 self.queue.pop(0)
             self.last_failures = []
-            self.cache = copy.deepcopy(self.api)
+            self.sync_cache()
             self.now += timedelta(seconds=40)
             self.reconcile(publish=True)
             if not self.queue and self.redis.is_empty() or not self.queue and _stable(self):
