@@ -38,6 +38,7 @@ from watcher.routing import (
     WATCHES,
     Route,
     WatchSpec,
+    cluster_owner,
     meta,
     msg_id,
     routes,
@@ -72,6 +73,8 @@ class Watcher:
         # Service -> controllers owning it, so EndpointSlices (labelled with their Service's name)
         # reach the RayService/RayCluster that owns the Service.
         self.service_owners: dict[tuple[str, str], tuple[Route, ...]] = {}
+        # RayCluster -> the RayJob/RayService owning it, so its head Pods also wake the RayService.
+        self.cluster_owners: dict[tuple[str, str], Route] = {}
         # Slices seen before their Service, replayed when the Service becomes known.
         self._orphan_slices: dict[tuple[str, str], dict[str, Json]] = defaultdict(dict)
         self.published = 0
@@ -95,6 +98,8 @@ class Watcher:
                            namespace=self.settings.namespace, resync_s=self.settings.resync_s,
                            watch_timeout_s=self.settings.watch_timeout_s)
             self.informers.append(inf)
+        for obj in known.get(s.Kind.RAYCLUSTER, {}).values():
+            self._remember_cluster(obj, deleted=False)
         for obj in known[s.Kind.SERVICE].values():
             self._remember_service(obj, deleted=False)
         self._tasks = [asyncio.create_task(self._run(inf)) for inf in self.informers]
@@ -143,6 +148,15 @@ class Watcher:
             return await self.on_change(spec, etype, obj, old=old)
         return sink
 
+    def _remember_cluster(self, obj: Json, *, deleted: bool) -> None:
+        m = meta(obj)
+        key = (str(m.get("namespace") or ""), str(m.get("name") or ""))
+        owner = None if deleted else cluster_owner(obj)
+        if owner is not None:
+            self.cluster_owners[key] = owner
+        else:
+            self.cluster_owners.pop(key, None)
+
     def _remember_service(self, obj: Json, *, deleted: bool) -> tuple[Route, ...]:
         m = meta(obj)
         key = (str(m.get("namespace") or ""), str(m.get("name") or ""))
@@ -157,7 +171,9 @@ class Watcher:
         """Publish one change; returns whether the object is tracked (published) afterwards."""
         obj = sanitize(obj)
         kind = spec.kind
-        targets = routes(kind, obj, service_owners=self.service_owners)
+        if kind is s.Kind.RAYCLUSTER:
+            self._remember_cluster(obj, deleted=etype == "DELETED")
+        targets = routes(kind, obj, service_owners=self.service_owners, cluster_owners=self.cluster_owners)
         if kind is s.Kind.ENDPOINTSLICE:
             self._park_slice(obj, deleted=etype == "DELETED", routed=bool(targets))
         if spec.owned_only and not targets and etype != "DELETED":
@@ -166,7 +182,8 @@ class Watcher:
             # Was ours, no longer owned by anything raybus reconciles: retract it from the bus.
             etype, obj = "DELETED", old
         if old is not None:  # an ownership/label change must wake the previous owner too
-            targets = tuple(dict.fromkeys(targets + routes(kind, old, service_owners=self.service_owners)))
+            targets = tuple(dict.fromkeys(targets + routes(kind, old, service_owners=self.service_owners,
+                                                           cluster_owners=self.cluster_owners)))
         if etype != "DELETED" and not self_update_matters(kind, old, obj):
             m = meta(obj)
             targets = tuple(r for r in targets if not (r.kind is kind and r.namespace == m.get("namespace")

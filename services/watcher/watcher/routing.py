@@ -4,8 +4,11 @@ Routing follows controller-runtime's `Owns()`/`Watches()` wiring in KubeRay:
 - RayClusterReconciler: For(RayCluster), Owns(Pod, Service, ServiceAccount, Role, RoleBinding,
   Ingress/Route) -> EnqueueRequestForOwner(RayCluster), i.e. the *controlling* ownerRef.
 - RayJobReconciler: For(RayJob), Owns(RayCluster, batch Job).
-- RayServiceReconciler: For(RayService), Owns(RayCluster, Service, Ingress); its serve endpoints
-  are checked through EndpointSlices of its Services.
+- RayServiceReconciler: For(RayService), Owns(RayCluster, Service, Ingress, Gateway, HTTPRoute); its
+  serve endpoints are checked through EndpointSlices of its Services. KubeRay polls the rest every
+  2 s; raybus instead also wakes it for the head Pods of its clusters (their ray.io/serve label and
+  readiness) and the per-cluster serve Services (`<cluster>-serve-svc`, owned by the RayCluster but
+  labelled ray.io/originated-from-crd=RayService) and their EndpointSlices.
 Pods are routed by the ray.io/cluster label (KubeRay's pod watch maps pods to their cluster the
 same way, and a head pod is owned by its RayCluster anyway).
 """
@@ -21,6 +24,9 @@ from raybus.bus import subjects as s
 Json = dict[str, Any]
 CLUSTER_LABEL = "ray.io/cluster"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+NODE_TYPE_LABEL = "ray.io/node-type"
+ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"
+ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
 CREATED_BY = "app.kubernetes.io/created-by=kuberay-operator"
 # KubeRay narrows its pod cache to Ray node pods (head, worker, and the GCS-FT redis cleanup job's).
 RAY_POD_SELECTOR = "ray.io/node-type in (head,worker,redis-cleanup)"
@@ -50,6 +56,10 @@ WATCHES: tuple[WatchSpec, ...] = (
     WatchSpec(s.Kind.SERVICEACCOUNT, "v1", "ServiceAccount", owned_only=True),
     WatchSpec(s.Kind.ROLE, "rbac.authorization.k8s.io/v1", "Role", owned_only=True),
     WatchSpec(s.Kind.ROLEBINDING, "rbac.authorization.k8s.io/v1", "RoleBinding", owned_only=True),
+    # NewClusterWithIncrementalUpgrade only; a cluster without the Gateway API CRDs just keeps
+    # retrying these lists (the informer backs off) without holding up the other kinds.
+    WatchSpec(s.Kind.GATEWAY, "gateway.networking.k8s.io/v1", "Gateway", owned_only=True),
+    WatchSpec(s.Kind.HTTPROUTE, "gateway.networking.k8s.io/v1", "HTTPRoute", owned_only=True),
 )
 
 _OWNER_KINDS: dict[str, tuple[s.Controller, s.Kind]] = {
@@ -108,9 +118,19 @@ def _route_to(owner_kind: str, namespace: str, name: str) -> Route:
     return Route(controller, kind, namespace, name)
 
 
+def cluster_owner(obj: Mapping[str, Any]) -> Route | None:
+    """The RayJob/RayService a RayCluster belongs to (for the `cluster_owners` map of routes())."""
+    owner = ray_owner(obj)
+    if owner is None or owner[0] not in ("RayJob", "RayService"):
+        return None
+    return _route_to(owner[0], str(meta(obj).get("namespace") or ""), owner[1])
+
+
 def routes(kind: s.Kind, obj: Mapping[str, Any], *,
-           service_owners: Mapping[tuple[str, str], tuple[Route, ...]]) -> tuple[Route, ...]:
-    """Every controller that must look again when obj changes (possibly none)."""
+           service_owners: Mapping[tuple[str, str], tuple[Route, ...]],
+           cluster_owners: Mapping[tuple[str, str], Route] | None = None) -> tuple[Route, ...]:
+    """Every controller that must look again when obj changes (possibly none).
+    `cluster_owners`: (namespace, RayCluster) -> the RayJob/RayService owning it."""
     m = meta(obj)
     ns, name = str(m.get("namespace") or ""), str(m.get("name") or "")
     labels = m.get("labels") or {}
@@ -123,7 +143,14 @@ def routes(kind: s.Kind, obj: Mapping[str, Any], *,
             out.append(_route_to(owner[0], ns, owner[1]))
     elif kind is s.Kind.POD:
         if labels.get(CLUSTER_LABEL):
-            out.append(_route_to("RayCluster", ns, str(labels[CLUSTER_LABEL])))
+            cluster = str(labels[CLUSTER_LABEL])
+            out.append(_route_to("RayCluster", ns, cluster))
+            service = (cluster_owners or {}).get((ns, cluster))
+            if service is not None and service.controller is s.Controller.SERVICE \
+                    and labels.get(NODE_TYPE_LABEL) == "head":
+                # The RayService labels its head Pods ray.io/serve from their proxy health and
+                # reconciles Serve once the head is ready (KubeRay polls this every 2 s).
+                out.append(service)
         elif owner:
             out.append(_route_to(owner[0], ns, owner[1]))
     elif kind is s.Kind.ENDPOINTSLICE:
@@ -132,8 +159,12 @@ def routes(kind: s.Kind, obj: Mapping[str, Any], *,
         if not out and labels.get(CLUSTER_LABEL):
             # The EndpointSlice controller copies Service labels onto slices: fall back to them.
             out.append(_route_to("RayCluster", ns, str(labels[CLUSTER_LABEL])))
-    elif owner:  # Service, Ingress, SA, Role, RoleBinding, batch Job
+    elif owner:  # Service, Ingress, SA, Role, RoleBinding, batch Job, Gateway, HTTPRoute
         out.append(_route_to(owner[0], ns, owner[1]))
+        if kind is s.Kind.SERVICE and owner[0] == "RayCluster" and labels.get(ORIGINATED_FROM_CRD) == "RayService" \
+                and labels.get(ORIGINATED_FROM_CR_NAME):
+            # The incremental upgrade's <cluster>-serve-svc: its RayCluster owns it, its RayService uses it.
+            out.append(_route_to("RayService", ns, str(labels[ORIGINATED_FROM_CR_NAME])))
     return tuple(dict.fromkeys(out))
 
 

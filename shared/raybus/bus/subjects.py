@@ -35,6 +35,9 @@ class Kind(StrEnum):
     SERVICEACCOUNT = "serviceaccount"
     ROLE = "role"
     ROLEBINDING = "rolebinding"
+    # gateway.networking.k8s.io/v1: the RayService's incremental upgrade (owned objects only).
+    GATEWAY = "gateway"
+    HTTPROUTE = "httproute"
 
 
 def token(value: str) -> str:

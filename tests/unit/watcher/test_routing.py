@@ -10,7 +10,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raybus.bus import subjects as s
-from watcher.routing import Route, diff_relist, msg_id, ray_owner, routes, sanitize, self_update_matters
+from watcher.routing import (
+    WATCHES,
+    Route,
+    cluster_owner,
+    diff_relist,
+    msg_id,
+    ray_owner,
+    routes,
+    sanitize,
+    self_update_matters,
+)
 
 C, J, S = s.Controller.CLUSTER, s.Controller.JOB, s.Controller.SERVICE
 names = st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True)
@@ -70,6 +80,64 @@ def test_endpointslice_routes_via_its_service_owner() -> None:
                                                  "ray.io/cluster": "c9"})
     assert routes(s.Kind.ENDPOINTSLICE, labelled, service_owners={}) == (
         Route(C, s.Kind.RAYCLUSTER, "ns", "c9"),)
+
+
+# --- RayService: head Pods of its clusters, per-cluster serve Services, Gateway API objects -------------------
+SVC_ROUTE = Route(S, s.Kind.RAYSERVICE, "ns", "rs")
+OWNED_CLUSTERS = {("ns", "rs-abcde"): SVC_ROUTE, ("ns", "job-cluster"): Route(J, s.Kind.RAYJOB, "ns", "j1")}
+ORIGIN = {"ray.io/originated-from-crd": "RayService", "ray.io/originated-from-cr-name": "rs"}
+
+
+def _pod(cluster: str, node_type: str, ns: str = "ns") -> dict[str, Any]:
+    return obj("Pod", f"{cluster}-{node_type}", ns=ns, labels={"ray.io/cluster": cluster, "ray.io/node-type": node_type})
+
+
+@pytest.mark.parametrize(("kind", "o", "expected"), [
+    # The head Pod of a RayService's cluster wakes its cluster and the RayService (ray.io/serve label).
+    (s.Kind.POD, _pod("rs-abcde", "head"), (Route(C, s.Kind.RAYCLUSTER, "ns", "rs-abcde"), SVC_ROUTE)),
+    # Workers do not matter to the RayService.
+    (s.Kind.POD, _pod("rs-abcde", "worker"), (Route(C, s.Kind.RAYCLUSTER, "ns", "rs-abcde"),)),
+    # A head of a cluster no RayService owns, or in another namespace: only its cluster.
+    (s.Kind.POD, _pod("plain", "head"), (Route(C, s.Kind.RAYCLUSTER, "ns", "plain"),)),
+    (s.Kind.POD, _pod("rs-abcde", "head", ns="other"), (Route(C, s.Kind.RAYCLUSTER, "other", "rs-abcde"),)),
+    # A RayJob's cluster: the RayJob controller does not watch pods (KubeRay neither).
+    (s.Kind.POD, _pod("job-cluster", "head"), (Route(C, s.Kind.RAYCLUSTER, "ns", "job-cluster"),)),
+    # <cluster>-serve-svc: owned by the RayCluster, used by the RayService (incremental upgrade).
+    (s.Kind.SERVICE, obj("Service", "rs-abcde-serve-svc", labels=ORIGIN, owners=[owner("RayCluster", "rs-abcde")]),
+     (Route(C, s.Kind.RAYCLUSTER, "ns", "rs-abcde"), SVC_ROUTE)),
+    # The cluster's own head Service: its cluster only.
+    (s.Kind.SERVICE, obj("Service", "rs-abcde-head-svc", labels={"ray.io/originated-from-crd": "RayCluster",
+                                                                 "ray.io/originated-from-cr-name": "rs-abcde"},
+                         owners=[owner("RayCluster", "rs-abcde")]), (Route(C, s.Kind.RAYCLUSTER, "ns", "rs-abcde"),)),
+    # The RayService's own Services, Gateway and HTTPRoute: their owner, once.
+    (s.Kind.SERVICE, obj("Service", "rs-serve-svc", labels=ORIGIN, owners=[owner("RayService", "rs")]), (SVC_ROUTE,)),
+    (s.Kind.GATEWAY, obj("Gateway", "rs-gateway", owners=[owner("RayService", "rs")]), (SVC_ROUTE,)),
+    (s.Kind.HTTPROUTE, obj("HTTPRoute", "rs-httproute", owners=[owner("RayService", "rs")]), (SVC_ROUTE,)),
+    (s.Kind.GATEWAY, obj("Gateway", "someone-elses"), ()),
+])
+def test_rayservice_routing(kind: s.Kind, o: dict[str, Any], expected: tuple[Route, ...]) -> None:
+    assert routes(kind, o, service_owners={}, cluster_owners=OWNED_CLUSTERS) == expected
+
+
+def test_endpointslices_of_a_per_cluster_serve_service_reach_the_rayservice() -> None:
+    """The watcher's service->owner map is routes() of the Service, so its slices follow."""
+    svc = obj("Service", "rs-abcde-serve-svc", labels=ORIGIN, owners=[owner("RayCluster", "rs-abcde")])
+    owners = {("ns", "rs-abcde-serve-svc"): routes(s.Kind.SERVICE, svc, service_owners={})}
+    es = obj("EndpointSlice", "rs-abcde-serve-svc-x1", labels={"kubernetes.io/service-name": "rs-abcde-serve-svc"})
+    assert SVC_ROUTE in routes(s.Kind.ENDPOINTSLICE, es, service_owners=owners)
+
+
+def test_cluster_owner_is_the_controlling_rayjob_or_rayservice() -> None:
+    assert cluster_owner(obj("RayCluster", "rs-abcde", owners=[owner("RayService", "rs")])) == SVC_ROUTE
+    assert cluster_owner(obj("RayCluster", "c", owners=[owner("RayJob", "j1")])) == Route(J, s.Kind.RAYJOB, "ns", "j1")
+    assert cluster_owner(obj("RayCluster", "c")) is None
+
+
+def test_gateway_api_objects_are_watched_only_when_owned() -> None:
+    specs = {w.kind: w for w in WATCHES}
+    for kind, k8s_kind in ((s.Kind.GATEWAY, "Gateway"), (s.Kind.HTTPROUTE, "HTTPRoute")):
+        assert specs[kind].api_version == "gateway.networking.k8s.io/v1" and specs[kind].k8s_kind == k8s_kind
+        assert specs[kind].owned_only
 
 
 secret_values = st.dictionaries(st.text(min_size=1, max_size=10), st.text(min_size=1, max_size=30),
