@@ -173,6 +173,11 @@ def modify_ray_cluster_patch(current: Json, goal: Json) -> Json:
     spec = merge_patch(current.get("spec") or {}, goal.get("spec") or {})
     if spec:
         patch["spec"] = spec
+    if patch and cur_meta.get("resourceVersion"):
+        # KubeRay's r.Update is optimistic: computed on a stale read (the autoscaler moved replicas
+        # meanwhile) it fails with a conflict and the next reconcile decides again, instead of
+        # writing the stale spec over the newer one.
+        patch.setdefault("metadata", {})["resourceVersion"] = cur_meta["resourceVersion"]
     return patch
 
 

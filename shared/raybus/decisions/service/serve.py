@@ -125,6 +125,10 @@ def apply_dashboard_results(service: RayService, outcomes: list[DashboardOutcome
         cmd = outcome.command
         if not isinstance(cmd, PutServeConfig):
             continue
+        if outcome.result.expired:
+            # Revoked before any poller ran it: no dashboard answered, so neither an event nor
+            # KubeRay's error; nothing was cached either, so this round decides it again.
+            continue
         is_tc = cmd.reason.startswith(TARGET_CAPACITY_REASON)
         target = f"{where}/{cmd.cluster}"
         if outcome.result.state == "ok":

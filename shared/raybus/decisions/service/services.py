@@ -166,8 +166,12 @@ def reconcile_service(desired: Json, existing: Json | None) -> ServiceReconcile:
     patch_spec.pop("clusterIP", None)  # immutable: never part of the patch
     updated = copy.deepcopy(existing)
     updated["spec"] = {**old_spec, **new_spec}
+    patch: Json = {"spec": patch_spec}
+    rv = (existing.get("metadata") or {}).get("resourceVersion")
+    if rv:
+        patch["metadata"] = {"resourceVersion": rv}  # r.Update: only over the version it read
     return ServiceReconcile(updated, PatchObject(reason=f"Updated the service {ns}/{name}", target=service_target(existing),
-                                                 merge_patch={"spec": patch_spec}, event_reason=c.UPDATED_SERVICE))
+                                                 merge_patch=patch, event_reason=c.UPDATED_SERVICE))
 
 
 def find_head_pods(pods: list[Json], cluster_name: str) -> list[Json]:

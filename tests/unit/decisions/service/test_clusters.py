@@ -301,3 +301,13 @@ def test_modify_patch_turns_current_into_goal() -> None:
     assert patched["metadata"]["annotations"] == goal["metadata"]["annotations"]
     assert patched["metadata"]["uid"] == "u1" and patched["status"] == {"state": "ready"}
     assert apply_modification(current, goal)["spec"] == goal["spec"]
+
+
+def test_modify_patch_applies_only_to_the_version_it_was_computed_on() -> None:
+    """r.Update's optimistic concurrency: the API server answers 409 if the cluster moved on."""
+    svc = service()
+    current = construct_ray_cluster(svc, "c1", status={}, gates=GATES, kuberay_version="v1.6.0")
+    current["metadata"]["resourceVersion"] = "41"
+    goal = construct_ray_cluster(add_group(svc), "c1", status={}, gates=GATES, kuberay_version=VERSION)
+    assert modify_ray_cluster_patch(current, goal)["metadata"]["resourceVersion"] == "41"
+    assert modify_ray_cluster_patch(current, current) == {}  # nothing to change: no patch at all

@@ -111,6 +111,14 @@ def test_failed_result_caches_nothing_and_is_kuberays_error(state: str) -> None:
     assert event.event_reason == c.FAILED_TO_UPDATE_SERVE_APPLICATIONS
 
 
+def test_expired_command_is_decided_again_without_event_or_error() -> None:
+    """A PUT revoked in the ledger before a poller claimed it never reached the dashboard."""
+    expired = outcome("failed")
+    expired = expired.model_copy(update={"result": expired.result.model_copy(update={"expired": True})})
+    out = apply_dashboard_results(SVC, [expired], {}, now=T0)
+    assert out.cache == {} and out.events == [] and out.error is None
+
+
 def test_target_capacity_result_updates_the_cluster_status() -> None:
     status: dict[str, Any] = {"pendingServiceStatus": {"rayClusterName": "c1", "targetCapacity": 0}}
     out = apply_dashboard_results(SVC, [outcome("ok", config={"target_capacity": 40},

@@ -114,7 +114,7 @@ def test_reconcile_service_creates_then_only_updates_on_cluster_switch() -> None
     desired = build_head_service(svc(), cluster(), SETTINGS)
     created = reconcile_service(desired, None)
     assert isinstance(created.command, CreateObject)
-    live = merge(created.service, {"metadata": {"uid": "s1"}, "spec": {"clusterIP": "None"}})
+    live = merge(created.service, {"metadata": {"uid": "s1", "resourceVersion": "7"}, "spec": {"clusterIP": "None"}})
     # Same cluster, different ports: not updated.
     same = reconcile_service(build_head_service(svc(), cluster(ports=[{"name": "test-port", "containerPort": 9999}]),
                                                 SETTINGS), live)
@@ -122,6 +122,7 @@ def test_reconcile_service_creates_then_only_updates_on_cluster_switch() -> None
     switched = reconcile_service(build_head_service(svc(), cluster("new-cluster"), SETTINGS), live)
     assert isinstance(switched.command, PatchObject) and switched.command.target.uid == "s1"
     assert "clusterIP" not in switched.command.merge_patch["spec"]
+    assert switched.command.merge_patch["metadata"] == {"resourceVersion": "7"}  # r.Update: optimistic
     assert cluster_name_from_service(merge(live, switched.command.merge_patch)) == "new-cluster"
     assert cluster_name_from_service(switched.service) == "new-cluster"
 
