@@ -17,7 +17,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
+import secrets
 import socket
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -63,24 +65,39 @@ class BatchResult:
         return any(not r.ok for r in self.results)
 
 
-def _is_pod_create(cmd: Command) -> bool:
-    return isinstance(cmd, CreateObject) and cmd.object.get("kind") == "Pod"
+def _worker_group(cmd: Command) -> str | None:
+    """The worker group of a worker Pod create (None for anything else, head Pods included)."""
+    if not (isinstance(cmd, CreateObject) and cmd.object.get("kind") == "Pod"):
+        return None
+    labels = (cmd.object.get("metadata") or {}).get("labels") or {}
+    if labels.get("ray.io/node-type") != "worker":
+        return None
+    return str(labels.get("ray.io/group") or "")
 
 
 def _steps(commands: list[Command], parallelism: int) -> list[list[Command]]:
-    """Runs of consecutive Pod creates go out together, `parallelism` at a time; every other
-    command alone, in order, so dependencies hold (ServiceAccount, Role, RoleBinding, then Pods:
-    KubeRay's reconcile funcs run in that order and return at the first error). KubeRay creates a
-    group's Pods one by one; Pods of one batch never depend on each other, so at most
-    parallelism-1 Pod creates are attempted past a failure (parallelism 1 = KubeRay's order)."""
+    """Runs of consecutive worker Pod creates of one group go out together, `parallelism` at a
+    time; every other command alone, in order, so dependencies hold (ServiceAccount, Role,
+    RoleBinding, Services, the head Pod, then each group's workers: KubeRay's reconcile funcs run
+    in that order and return at the first error). KubeRay creates a group's Pods one by one; they
+    never depend on each other, so at most parallelism-1 creates of that group are attempted past
+    a failure (parallelism 1 = KubeRay's strict order)."""
     steps: list[list[Command]] = []
     for cmd in commands:
-        if (_is_pod_create(cmd) and steps and _is_pod_create(steps[-1][0])
+        group = _worker_group(cmd)
+        if (group is not None and steps and _worker_group(steps[-1][0]) == group
                 and len(steps[-1]) < parallelism):
             steps[-1].append(cmd)
         else:
             steps.append([cmd])
     return steps
+
+
+def generated_secret_data(keys: tuple[str, ...]) -> dict[str, str]:
+    """Fresh random tokens for a Secret's `data` (base64, as the API expects), generated here at
+    create time so no decision, command batch, ledger entry or log ever holds them (e.g. KubeRay's
+    auth token Secret, decisions/cluster/auth_secret.py). 32 random bytes, URL-safe base64 text."""
+    return {key: base64.b64encode(secrets.token_urlsafe(32).encode()).decode() for key in keys}
 
 
 def _rv(obj: Json | None) -> str | None:
@@ -183,6 +200,8 @@ class Executor:
         if isinstance(cmd, CreateObject):
             body = dict(cmd.object)
             body["metadata"] = {**(body.get("metadata") or {}), "namespace": target.namespace}
+            if cmd.generated_data_keys:
+                body["data"] = {**(body.get("data") or {}), **generated_secret_data(cmd.generated_data_keys)}
             try:
                 created = await self._kube.create(res, body, namespace=ns)
             except KubeError as exc:
