@@ -3,7 +3,8 @@
 Routing follows controller-runtime's `Owns()`/`Watches()` wiring in KubeRay:
 - RayClusterReconciler: For(RayCluster), Owns(Pod, Service, ServiceAccount, Role, RoleBinding,
   Ingress/Route) -> EnqueueRequestForOwner(RayCluster), i.e. the *controlling* ownerRef.
-- RayJobReconciler: For(RayJob), Owns(RayCluster, batch Job).
+- RayJobReconciler: For(RayJob), Owns(RayCluster, Service, batch Job); raybus also wakes it for
+  the head Pods of its cluster (SidecarMode's submitter container).
 - RayServiceReconciler: For(RayService), Owns(RayCluster, Service, Ingress, Gateway, HTTPRoute); its
   serve endpoints are checked through EndpointSlices of its Services. KubeRay polls the rest every
   2 s; raybus instead also wakes it for the head Pods of its clusters (their ray.io/serve label and
@@ -145,12 +146,13 @@ def routes(kind: s.Kind, obj: Mapping[str, Any], *,
         if labels.get(CLUSTER_LABEL):
             cluster = str(labels[CLUSTER_LABEL])
             out.append(_route_to("RayCluster", ns, cluster))
-            service = (cluster_owners or {}).get((ns, cluster))
-            if service is not None and service.controller is s.Controller.SERVICE \
-                    and labels.get(NODE_TYPE_LABEL) == "head":
+            owner_route = (cluster_owners or {}).get((ns, cluster))
+            if owner_route is not None and labels.get(NODE_TYPE_LABEL) == "head":
                 # The RayService labels its head Pods ray.io/serve from their proxy health and
-                # reconciles Serve once the head is ready (KubeRay polls this every 2 s).
-                out.append(service)
+                # reconciles Serve once the head is ready (KubeRay polls this every 2 s). The
+                # RayJob reads SidecarMode's submitter container in the head Pod: its end is when
+                # the Ray job has most likely ended (KubeRay polls the dashboard every 3 s).
+                out.append(owner_route)
         elif owner:
             out.append(_route_to(owner[0], ns, owner[1]))
     elif kind is s.Kind.ENDPOINTSLICE:

@@ -100,8 +100,10 @@ def _pod(cluster: str, node_type: str, ns: str = "ns") -> dict[str, Any]:
     # A head of a cluster no RayService owns, or in another namespace: only its cluster.
     (s.Kind.POD, _pod("plain", "head"), (Route(C, s.Kind.RAYCLUSTER, "ns", "plain"),)),
     (s.Kind.POD, _pod("rs-abcde", "head", ns="other"), (Route(C, s.Kind.RAYCLUSTER, "other", "rs-abcde"),)),
-    # A RayJob's cluster: the RayJob controller does not watch pods (KubeRay neither).
-    (s.Kind.POD, _pod("job-cluster", "head"), (Route(C, s.Kind.RAYCLUSTER, "ns", "job-cluster"),)),
+    # A RayJob's cluster: its head Pod (SidecarMode's submitter container) wakes the RayJob too.
+    (s.Kind.POD, _pod("job-cluster", "head"), (Route(C, s.Kind.RAYCLUSTER, "ns", "job-cluster"),
+                                               Route(J, s.Kind.RAYJOB, "ns", "j1"))),
+    (s.Kind.POD, _pod("job-cluster", "worker"), (Route(C, s.Kind.RAYCLUSTER, "ns", "job-cluster"),)),
     # <cluster>-serve-svc: owned by the RayCluster, used by the RayService (incremental upgrade).
     (s.Kind.SERVICE, obj("Service", "rs-abcde-serve-svc", labels=ORIGIN, owners=[owner("RayCluster", "rs-abcde")]),
      (Route(C, s.Kind.RAYCLUSTER, "ns", "rs-abcde"), SVC_ROUTE)),
@@ -117,6 +119,45 @@ def _pod(cluster: str, node_type: str, ns: str = "ns") -> dict[str, Any]:
 ])
 def test_rayservice_routing(kind: s.Kind, o: dict[str, Any], expected: tuple[Route, ...]) -> None:
     assert routes(kind, o, service_owners={}, cluster_owners=OWNED_CLUSTERS) == expected
+
+
+# --- RayJob: everything its snapshot reads wakes it -------------------------------------------------------
+JOB_ROUTE = Route(J, s.Kind.RAYJOB, "ns", "j1")
+JOB_CLUSTER = {("ns", "j1-x7k2p"): JOB_ROUTE}
+JOB_ORIGIN = {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": "j1"}
+
+
+@pytest.mark.parametrize(("kind", "o", "expected"), [
+    # Its RayCluster (Owns(RayCluster)).
+    (s.Kind.RAYCLUSTER, obj("RayCluster", "j1-x7k2p", labels=JOB_ORIGIN, owners=[owner("RayJob", "j1")]),
+     (Route(C, s.Kind.RAYCLUSTER, "ns", "j1-x7k2p"), JOB_ROUTE)),
+    # The submitter batch Job (Owns(batch Job)), labelled as KubeRay's createNewK8sJob does.
+    (s.Kind.JOB, obj("Job", "j1", labels={**JOB_ORIGIN, "app.kubernetes.io/created-by": "kuberay-operator"},
+                     owners=[owner("RayJob", "j1")]), (JOB_ROUTE,)),
+    # <rayjob>-head-svc (reconcileServices: owned by the RayJob, selecting the current cluster's head).
+    (s.Kind.SERVICE, obj("Service", "j1-head-svc", labels={**JOB_ORIGIN, "ray.io/node-type": "head"},
+                         owners=[owner("RayJob", "j1")]), (JOB_ROUTE,)),
+    # The cluster's head Pod (SidecarMode's submitter container): its cluster and the RayJob.
+    (s.Kind.POD, _pod("j1-x7k2p", "head"), (Route(C, s.Kind.RAYCLUSTER, "ns", "j1-x7k2p"), JOB_ROUTE)),
+    # Worker Pods and the submitter Job's own Pods never wake the RayJob.
+    (s.Kind.POD, _pod("j1-x7k2p", "worker"), (Route(C, s.Kind.RAYCLUSTER, "ns", "j1-x7k2p"),)),
+    (s.Kind.POD, obj("Pod", "j1-abcde", owners=[owner("Job", "j1", api="batch/v1")]), ()),
+    # A head Pod of a cluster that only looks like the RayJob's (other namespace, not owned).
+    (s.Kind.POD, _pod("j1-x7k2p", "head", ns="other"), (Route(C, s.Kind.RAYCLUSTER, "other", "j1-x7k2p"),)),
+])
+def test_rayjob_routing(kind: s.Kind, o: dict[str, Any], expected: tuple[Route, ...]) -> None:
+    assert routes(kind, o, service_owners={}, cluster_owners=JOB_CLUSTER) == expected
+
+
+@given(job=names, cluster=names, ns=names)
+def test_head_pods_follow_the_cluster_owner_map(job: str, cluster: str, ns: str) -> None:
+    """Whatever the names: a head Pod wakes the RayJob the watcher learned owns its cluster."""
+    rc = obj("RayCluster", cluster, ns=ns, owners=[owner("RayJob", job)])
+    learned = cluster_owner(rc)
+    assert learned == Route(J, s.Kind.RAYJOB, ns, job)
+    head = obj("Pod", f"{cluster}-head", ns=ns, labels={"ray.io/cluster": cluster, "ray.io/node-type": "head"})
+    assert routes(s.Kind.POD, head, service_owners={}, cluster_owners={(ns, cluster): learned}) == (
+        Route(C, s.Kind.RAYCLUSTER, ns, cluster), learned)
 
 
 def test_endpointslices_of_a_per_cluster_serve_service_reach_the_rayservice() -> None:
