@@ -47,7 +47,9 @@ class ClusterReconciler:
         ctx.outcomes.hooks.append(self._settle)
 
     def _settle(self, outcome: Outcome) -> None:
-        self._inflight.settle(outcome.reconcile_id)
+        written = next((r.resource_version for r in outcome.results
+                        if r.op == "update_status" and r.ok and r.code == 200), None)
+        self._inflight.settle(outcome.reconcile_id, written_rv=written)
 
     def bind(self, look_again: Any) -> None:
         """A status held back behind an in-flight one is asked for again once that settles."""
@@ -107,8 +109,10 @@ class ClusterReconciler:
         if decision.status is not None and self._inflight.status_pending(key, decision.status):
             decision = decision.model_copy(update={"status": None})
         if decision.status is not None:
-            self._inflight.mark_status(key, decision.status, batch_id=s.status_batch_id(batch_id))
-            commands.append(UpdateStatus(reason="RayCluster status changed",
+            base = self._inflight.status_rv(key, cluster.metadata.resource_version or "")
+            self._inflight.mark_status(key, decision.status, batch_id=s.status_batch_id(batch_id),
+                                       base_rv=base)
+            commands.append(UpdateStatus(reason="RayCluster status changed", resource_version=base or None,
                                          target=cluster_ref(cluster), status=decision.status))
         # Every command is logged with its reason when published; the rest of the decision's
         # reasoning (KubeRay's V(1) logs) at debug, so a steady cluster does not flood the logs.

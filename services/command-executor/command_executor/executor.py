@@ -234,9 +234,15 @@ class Executor:
 
     async def _update_status(self, cmd: UpdateStatus, target: ObjectRef) -> tuple[int, str, str | None]:
         res = resource_for(target.api_version, target.kind)
-        ns = target.namespace if res.namespaced else None
         if cmd.resource_version:
-            return await self._update_status_at(cmd, target)
+            try:
+                return await self._put_status(cmd, target, resource_version=cmd.resource_version)
+            except KubeError as exc:
+                if exc.not_found:
+                    return 404, "object gone; status not written", None
+                if not exc.conflict or cmd.on_conflict == "fail":
+                    raise
+        ns = target.namespace if res.namespaced else None
         attempts = 0
         written: Json = {}
         async for attempt in AsyncRetrying(stop=stop_after_attempt(self._status_retries),
@@ -258,25 +264,19 @@ class Executor:
                 written = await self._kube.replace_status(res, fresh)
         return 200, f"written after {attempts} attempt(s)" if attempts > 1 else "", _rv(written)
 
-    async def _update_status_at(self, cmd: UpdateStatus, target: ObjectRef) -> tuple[int, str, str | None]:
-        """Status().Update on the version the decision read, as KubeRay's controllers do: if the
-        object moved on meanwhile the API server answers 409 and the reconciler decides again on
-        the newer version (a state machine must never be written over a state it did not see)."""
-        res = resource_for(target.api_version, target.kind)
-        ns = target.namespace if res.namespaced else None
-        try:
-            fresh = await self._kube.get(res, namespace=ns, name=target.name)
-        except KubeError as exc:
-            if exc.not_found:
-                return 404, "object gone; status not written", None
-            raise
-        meta = fresh.get("metadata") or {}
-        if (target.uid and meta.get("uid") != target.uid) or meta.get("resourceVersion") != cmd.resource_version:
-            raise KubeError(409, "Conflict", f"Operation cannot be fulfilled on {target.kind.lower()}s "
-                            f"\"{target.name}\": the object has been modified; please apply your changes "
-                            "to the latest version and try again")
-        fresh["status"] = cmd.status
-        written = await self._kube.replace_status(res, fresh)
+    async def _put_status(self, cmd: UpdateStatus, target: ObjectRef, *,
+                          resource_version: str) -> tuple[int, str, str | None]:
+        """PUT /status on the version the status was computed on: one API call, as KubeRay's
+        Status().Update. The status subresource takes only .status from the body (the API server
+        keeps everything else from the stored object), so name, version, uid and status suffice;
+        a stale version or another incarnation is a 409."""
+        meta: Json = {"name": target.name, "namespace": target.namespace,
+                      "resourceVersion": resource_version}
+        if target.uid:
+            meta["uid"] = target.uid
+        body = {"apiVersion": target.api_version, "kind": target.kind, "metadata": meta,
+                "status": cmd.status}
+        written = await self._kube.replace_status(resource_for(target.api_version, target.kind), body)
         return 200, "", _rv(written)
 
     async def record_event(self, involved: ObjectRef, *, type_: str, reason: str, message: str) -> None:

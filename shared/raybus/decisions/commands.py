@@ -35,6 +35,10 @@ class CreateObject(_Command):
     op: Literal["create"] = "create"
     object: dict[str, Any]  # full manifest: apiVersion, kind, metadata.name/namespace, spec
     event_reason: str | None = None  # e.g. "CreatedHeadPod"; None = no Event
+    # Secret `data` keys the executor fills with a fresh random token at create time. Decisions are
+    # pure and deterministic, and a Secret value must neither be derivable from stable inputs nor
+    # travel on the bus: the manifest carries the key only, the executor generates the value.
+    generated_data_keys: tuple[str, ...] = ()
 
 
 class DeleteObject(_Command):
@@ -59,10 +63,13 @@ class UpdateStatus(_Command):
     op: Literal["update_status"] = "update_status"
     target: ObjectRef
     status: dict[str, Any]
-    # Set: write only over this resourceVersion (KubeRay's Status().Update of the object it read;
-    # 409 if it moved on, and the controller decides again). None: re-read and replace .status,
-    # retrying on conflict (the RayCluster controller's level status, recomputed from pods).
+    # The resourceVersion the status was computed on: written over exactly that version, in one
+    # call, like KubeRay's Status().Update of the object it read. If the object moved on (409):
+    # on_conflict "fail" reports the conflict and the controller decides again (state machines:
+    # RayJob, RayService); "retry" re-reads and replaces .status (client-go's RetryOnConflict; the
+    # RayCluster's level status is recomputed from pods anyway). None: always re-read first.
     resource_version: str | None = None
+    on_conflict: Literal["retry", "fail"] = "retry"
 
 
 class RecordEvent(_Command):

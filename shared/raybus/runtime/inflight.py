@@ -43,17 +43,22 @@ class InFlightWrites:
         self._status: dict[ObjectKey, tuple[Status, str]] = {}
         self._held: set[ObjectKey] = set()
         self._status_batches: dict[str, ObjectKey] = {}
+        self._bases: dict[ObjectKey, str] = {}  # resourceVersion the last status was computed on
+        self._written: dict[ObjectKey, tuple[str, str]] = {}  # (base rv, rv after the write)
         self._creates: dict[ObjectKey, dict[tuple[str, str, str], str]] = {}
         self._sent: dict[str, float] = {}  # batch id -> when sent
         self._settled: dict[str, float] = {}  # batch id -> when its Outcome arrived
         self._prune_at = 1024
         self.on_ready: Callable[[ObjectKey], None] | None = None
 
-    def settle(self, batch_id: str) -> None:
-        """The executor finished this batch (successfully or not)."""
+    def settle(self, batch_id: str, *, written_rv: str | None = None) -> None:
+        """The executor finished this batch (successfully or not); `written_rv`: the object's
+        resourceVersion after a successful status write."""
         if batch_id in self._sent:
             self._settled[batch_id] = self._clock()
         key = self._status_batches.pop(batch_id, None)
+        if key is not None and written_rv and key in self._bases:
+            self._written[key] = (self._bases[key], written_rv)
         if key is not None and key in self._held:
             self._held.discard(key)
             if self.on_ready is not None:
@@ -96,11 +101,21 @@ class InFlightWrites:
             return True
         return self._fresh(batch_id) and not self._differs(previous, status)
 
-    def mark_status(self, key: ObjectKey, status: Status, *, batch_id: str) -> None:
+    def mark_status(self, key: ObjectKey, status: Status, *, batch_id: str, base_rv: str = "") -> None:
         self._mark(batch_id)
         self._status[key] = (status, batch_id)
         self._status_batches[batch_id] = key
+        self._bases[key] = base_rv
         self._held.discard(key)
+
+    def status_rv(self, key: ObjectKey, cache_rv: str) -> str:
+        """The resourceVersion to write the next status over: our own last status write's result
+        when the cache still shows the version that write replaced (the watch has not delivered it
+        yet), so the write does not fail on our own previous one; else the cache's."""
+        written = self._written.get(key)
+        if written is not None and written[0] == cache_rv:
+            return written[1]
+        return cache_rv
 
     @staticmethod
     def _create_key(cmd: CreateObject) -> tuple[str, str, str]:
@@ -129,6 +144,8 @@ class InFlightWrites:
         self._status.pop(key, None)
         self._held.discard(key)
         self._creates.pop(key, None)
+        self._bases.pop(key, None)
+        self._written.pop(key, None)
         live = {batch_id for _, batch_id in self._status.values()} | {
             b for targets in self._creates.values() for b in targets.values()}
         for batch_id in [b for b in self._sent if b not in live]:

@@ -38,6 +38,19 @@ class Step:
     requeue_after: float | None = None
     error: str | None = None
     reasons: Sequence[str] = field(default_factory=tuple)
+    # The batch id to publish under (default: a fresh one). A controller that must persist what it
+    # is about to publish (e.g. its dashboard commands' ids, `dashboard_command_ids`) before
+    # publishing picks it first.
+    batch_id: str | None = None
+
+
+def new_batch_id() -> str:
+    return uuid.uuid4().hex
+
+
+def dashboard_command_ids(batch_id: str, count: int) -> list[str]:
+    """The ids the runner gives a step's dashboard commands, in order."""
+    return [f"{batch_id}-{index}" for index in range(count)]
 
 
 class StepRunner:
@@ -63,11 +76,12 @@ class StepRunner:
     async def publish(self, key: ObjectKey, obj: dict[str, Any], step: Step) -> Result:
         meta = obj.get("metadata") or {}
         uid, rv = meta.get("uid"), str(meta.get("resourceVersion") or "")
-        batch_id = uuid.uuid4().hex
+        batch_id = step.batch_id or new_batch_id()
         commands = list(step.commands)
         if step.status is not None:
             commands.append(UpdateStatus(
                 reason=f"{self._k8s_kind} status changed", resource_version=rv or None,
+                on_conflict="fail",
                 target=ObjectRef(api_version="ray.io/v1", kind=self._k8s_kind, namespace=key.namespace,
                                  name=key.name, uid=uid),
                 status=step.status))
@@ -81,8 +95,8 @@ class StepRunner:
                                     batch_id=batch_id)
         dashboard_ids: list[str] = []
         js = self._ctx.nc.jetstream()
-        for index, command in enumerate(step.dashboard_commands):
-            command_id = f"{batch_id}-{index}"
+        for command_id, command in zip(dashboard_command_ids(batch_id, len(step.dashboard_commands)),
+                                       step.dashboard_commands, strict=True):
             log.info(command.reason, extra={"key": str(key), "op": command.op, "command_id": command_id})
             await publish_dashboard_command(js, DashboardCommandMessage(
                 key=key, kind=self._kind.value, uid=uid, resource_version=rv,
@@ -95,7 +109,7 @@ class StepRunner:
         wrote_commands = any(not isinstance(c, UpdateStatus) for c in commands)
         self.barrier.wrote(key, batch=batch_id if wrote_commands else None,
                            status=(s.status_batch_id(batch_id), rv) if step.status is not None else None,
-                           dashboard=dashboard_ids)
+                           dashboard=dashboard_ids, base_rv=rv)
         return Result(requeue_after=step.requeue_after, error=step.error is not None,
                       published=wrote_commands or bool(dashboard_ids))
 

@@ -250,3 +250,39 @@ async def test_trace_continues_from_batch_to_outcome(nats_server: NatsServer, ku
     finally:
         await service.stop()
         await nc.close()
+
+
+async def test_status_written_over_the_version_it_was_computed_on(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    """One PUT over the decision's resourceVersion; if the object moved on, a level status
+    (on_conflict=retry) is re-read and replaced, a state machine's (fail) is refused with 409."""
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    cluster = await kube.create(RAYCLUSTER, sample_raycluster("rc"), namespace="default")
+    service = await start_executor(nats_server.url, kubeconfig)
+    try:
+        ref = ObjectRef(api_version="ray.io/v1", kind="RayCluster", namespace="default", name="rc",
+                        uid=cluster["metadata"]["uid"])
+        rv = cluster["metadata"]["resourceVersion"]
+        b1 = batch(UpdateStatus(reason="r", target=ref, status={"state": "ready"}, resource_version=rv))
+        await publish_commands(js, b1)
+        first = (await outcome(js, b1.reconcile_id)).results[0]
+        assert first.ok and first.resource_version and first.resource_version != rv
+        # rv is stale now: a state machine's write is refused...
+        b2 = batch(UpdateStatus(reason="r", target=ref, status={"state": "stale"}, resource_version=rv,
+                                on_conflict="fail"))
+        await publish_commands(js, b2)
+        refused = (await outcome(js, b2.reconcile_id)).results[0]
+        assert not refused.ok and refused.code == 409
+        assert (await kube.get(RAYCLUSTER, namespace="default", name="rc"))["status"] == {"state": "ready"}
+        # ...while a level status is re-read and replaced.
+        b3 = batch(UpdateStatus(reason="r", target=ref, status={"state": "suspended"}, resource_version=rv))
+        await publish_commands(js, b3)
+        assert (await outcome(js, b3.reconcile_id)).results[0].ok
+        assert (await kube.get(RAYCLUSTER, namespace="default", name="rc"))["status"] == {"state": "suspended"}
+    finally:
+        await service.stop()
+        await kube.close()
+        await nc.close()
