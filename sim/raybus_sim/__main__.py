@@ -21,6 +21,8 @@ async def _main(args: argparse.Namespace) -> None:
                                 state_file=args.state_file)
     registry = DashboardRegistry()
     api.store.listeners.append(HeadDashboardSync(registry))
+    if api.state.kubelet is not None:  # submitter containers talk to these dashboards
+        api.state.kubelet.programs.attach(registry)
     runner = web.AppRunner(create_dashboard_app(registry), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, args.host, args.dashboard_port).start()

@@ -1,6 +1,7 @@
 """Ties simulated Ray dashboards to simulated head pods: a cluster's dashboard answers while its
-head pod is Running and Ready, and refuses connections otherwise (a real head's dashboard lives
-and dies with the head's ray container)."""
+head pod is Running with its Ray container ready, and refuses connections otherwise (a real head's
+dashboard lives and dies with the head's ray container; SidecarMode's finished submitter container
+makes the Pod not Ready, not the dashboard unreachable)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ def _ready(pod: dict[str, Any]) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") != "Running" or (pod.get("metadata") or {}).get("deletionTimestamp"):
         return False
+    containers = (pod.get("spec") or {}).get("containers") or []
+    ray = containers[0].get("name") if containers else None  # KubeRay's RayContainerIndex 0
+    for container in status.get("containerStatuses") or []:
+        if container.get("name") == ray:
+            return bool(container.get("ready"))
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in status.get("conditions") or [])
 

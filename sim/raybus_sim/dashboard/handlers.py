@@ -88,11 +88,16 @@ def _auto_id() -> str:
 async def submit_job(call: Call) -> web.Response:
     raw = await call.request.text()  # the body arrives before the head does the work
     await _latency(call.state.settings.job_write_s)
-    state, now = call.state, call.clock()
     try:
         body = json.loads(raw)
     except ValueError:
         return text(500, texts.SERVER_TROUBLE)  # 42_err_POST_malformed_json / empty_body
+    return submit_body(call.state, body, now=call.clock())
+
+
+def submit_body(state: ClusterState, body: Any, *, now: float) -> web.Response:
+    """POST /api/jobs/ once the JSON is decoded; also how the simulated kubelet's submitter
+    containers (`ray job submit`) reach the head without a socket."""
     if not isinstance(body, dict):
         return text(500, texts.SERVER_TROUBLE)  # 42_err_POST_json_array_body
     unknown = [k for k in body if k not in SUBMIT_FIELDS]

@@ -19,6 +19,7 @@ from . import faults
 from .endpoints import EndpointSliceController
 from .jobs import JobController
 from .podstate import ContainerSim, PodSim
+from .submitter import ContainerPrograms
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class Kubelet:
         self.pod_rt = store.registry.get("", "v1", "pods")
         self.endpoints = EndpointSliceController(store) if config.endpoint_slices else None
         self.jobs = JobController(store) if config.jobs else None
+        # Submitter containers run `ray job ...` against these dashboards once set (submitter.py).
+        self.programs = ContainerPrograms(self)
         store.graceful_pod_delete = True
         store.listeners.append(self.on_event)
 
@@ -114,6 +117,7 @@ class Kubelet:
 
     async def stop(self) -> None:
         self.started = False
+        await self.programs.close()
         tasks = list(self.tasks.values())
         for t in tasks:
             t.cancel()
@@ -142,6 +146,7 @@ class Kubelet:
             sim = self.pods.get(key)
             if sim is not None and sim.uid == ev.obj["metadata"]["uid"]:
                 self.pods.pop(key, None)
+                self.programs.stop(*key)
                 task = self.tasks.pop(key, None)
                 if task is not None and task is not asyncio.current_task():
                     task.cancel()
@@ -153,6 +158,7 @@ class Kubelet:
         key = (meta.get("namespace", ""), meta["name"])
         sim = self.pods.get(key)
         if meta.get("deletionTimestamp"):
+            self.programs.stop(*key)
             if key not in self.tasks or (sim is not None and sim.uid != meta["uid"]):
                 self._spawn(key, self._terminate(key, meta["uid"]))
             elif sim is not None and not sim.terminating:
@@ -192,6 +198,7 @@ class Kubelet:
                 t = state["terminated"]
                 c.state, c.exit_code, c.reason = "terminated", t.get("exitCode", 0), t.get("reason", "")
                 c.started_at, c.finished_at = t.get("startedAt"), t.get("finishedAt")
+        self.programs.started(sim)  # a submitter that was running starts over (its CLI died with us)
 
     # --- status writes -----------------------------------------------------------------------------
     def write_status(self, sim: PodSim) -> bool:
@@ -269,7 +276,9 @@ class Kubelet:
             for c in sim.containers:
                 if c.state == "running":
                     c.ready = True
-            self.write_status(sim)
+            if not self.write_status(sim):
+                return
+        self.programs.started(sim)
 
     def _pull_fails(self, image: str) -> bool:
         return any(image == rule or (rule.endswith("*") and image.startswith(rule[:-1]))
@@ -359,7 +368,9 @@ class Kubelet:
             await self._sleep(d.ready)
             for c in targets:
                 c.ready = c.state == "running"
-            self.write_status(sim)
+            if not self.write_status(sim):
+                return
+        self.programs.started(sim)
 
     def _cancel(self, ns: str, name: str) -> None:
         task = self.tasks.pop((ns, name), None)
