@@ -5,7 +5,8 @@ what they wrote (a stale read fails its Status().Update with a conflict). raybus
 through the bus, so without care the next reconcile would decide again on the state before them:
 a second transition, a counter bumped twice, a second submission. The barrier holds an object's
 next decision until every write of its previous one has an answer:
-- each Kubernetes command batch has an Outcome;
+- each Kubernetes command batch has an Outcome and, if it wrote the object itself (a finalizer
+  patch, its own deletion), the snapshot no longer shows the version the decision read;
 - the status write has an Outcome and, if it succeeded, the snapshot no longer shows the version
   the decision read (the watcher has delivered the write), or it failed (409: decide again on
   the newer version);
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from raybus.bus import subjects as s
-from raybus.bus.envelopes import ObjectKey
+from raybus.bus.envelopes import ObjectKey, Outcome
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.publish import dashboard_ledger_key
 from raybus.runtime.batches import BatchResolver
@@ -40,6 +41,7 @@ class _Pending:
     batches: set[str] = field(default_factory=set)
     status: tuple[str, str] | None = None  # (status batch id, resourceVersion it was computed on)
     dashboard: set[str] = field(default_factory=set)  # command ids
+    base_rv: str = ""  # the object's resourceVersion the decision read
 
 
 class WriteBarrier:
@@ -57,11 +59,11 @@ class WriteBarrier:
         self.waits = 0  # reconciles held back (observable for tests)
 
     def wrote(self, key: ObjectKey, *, batch: str | None, status: tuple[str, str] | None,
-              dashboard: list[str]) -> None:
+              dashboard: list[str], base_rv: str = "") -> None:
         if batch is None and status is None and not dashboard:
             return
         self._pending[key] = _Pending(since=self._clock(), batches={batch} if batch else set(),
-                                      status=status, dashboard=set(dashboard))
+                                      status=status, dashboard=set(dashboard), base_rv=base_rv)
 
     def forget(self, key: ObjectKey) -> None:
         self._pending.pop(key, None)
@@ -76,7 +78,11 @@ class WriteBarrier:
             return True
         overdue = self._clock() - pending.since > self._patience
         for batch in list(pending.batches):
-            if batch in self._outcomes.by_batch or (overdue and (await self._batches.state(batch)).settled):
+            outcome = self._outcomes.by_batch.get(batch)
+            if outcome is not None:
+                if overdue or not self._wrote_self(key, outcome) or self._moved_on(key, pending.base_rv):
+                    pending.batches.discard(batch)
+            elif overdue and (await self._batches.state(batch)).settled:
                 pending.batches.discard(batch)
         if pending.status is not None and self._status_answered(key, *pending.status, overdue=overdue):
             pending.status = None
@@ -89,15 +95,24 @@ class WriteBarrier:
         del self._pending[key]
         return True
 
+    def _wrote_self(self, key: ObjectKey, outcome: Outcome) -> bool:
+        """Did the batch change the object itself (e.g. the RayJob's finalizer)? Its next decision
+        must see that write: a patch carrying the old resourceVersion would only conflict."""
+        own = f"{key.namespace}/{key.name}"
+        return any(r.ok and r.op != "update_status" and r.target.partition("/")[2] == own
+                   and r.target.partition("/")[0].lower() == self._kind.value for r in outcome.results)
+
+    def _moved_on(self, key: ObjectKey, base_rv: str) -> bool:
+        obj = self._cache.get(self._kind, key.namespace, key.name)
+        return obj is None or ((obj.get("metadata") or {}).get("resourceVersion") or "") != base_rv
+
     def _status_answered(self, key: ObjectKey, batch: str, base_rv: str, *, overdue: bool) -> bool:
         outcome = self._outcomes.by_batch.get(batch)
         if outcome is None:
             return overdue  # optimistic concurrency: a late write can never land over newer state
         if not all(r.ok for r in outcome.results) or any(r.code == 404 for r in outcome.results):
             return True  # 409 (moved on meanwhile) or gone: decide again on what is there now
-        obj = self._cache.get(self._kind, key.namespace, key.name)
-        current = ((obj or {}).get("metadata") or {}).get("resourceVersion")
-        return obj is None or current != base_rv or overdue
+        return self._moved_on(key, base_rv) or overdue
 
     async def _dashboard_answered(self, key: ObjectKey, command_id: str, *, overdue: bool) -> bool:
         result = self._cache.dashboard_result(key.namespace, key.name, command_id)
