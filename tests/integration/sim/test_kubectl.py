@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -75,7 +77,10 @@ def test_apply_get_patch_watch_delete_sample(srv: Proc, tmp_path: Path) -> None:
     watcher = subprocess.Popen(["kubectl", "--kubeconfig", str(srv.kubeconfig), "--cache-dir", str(srv.cache),
                                 "get", "rayclusters", "-w", "--output-watch-events"],
                                stdout=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in watcher.stdout or []], daemon=True)
+    reader.start()
+    _read_until(lines, "ADDED")  # the watch is established (its initial list arrived)
     doc = yaml.safe_load(SAMPLE.read_text())
     doc["spec"]["workerGroupSpecs"][0]["replicas"] = 2
     assert "configured" in srv.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
@@ -99,11 +104,26 @@ def test_apply_get_patch_watch_delete_sample(srv: Proc, tmp_path: Path) -> None:
     assert obj["spec"]["workerGroupSpecs"][0]["replicas"] == 2 and obj["metadata"]["generation"] == 2
     assert "deleted" in srv.kubectl("delete", "-f", str(SAMPLE))
     assert "NotFound" in srv.kubectl("get", "raycluster", "raycluster-kuberay", check=False)
-    time.sleep(0.3)
+    seen = _read_until(lines, "DELETED")
     watcher.terminate()
-    out = watcher.communicate(timeout=5)[0].split("\n")
-    events = [line.split()[0] for line in out[1:] if line.strip()]  # skip the EVENT/NAME header
+    watcher.wait(timeout=5)
+    events = ["ADDED", *(line.split()[0] for line in seen if line.strip())]
     assert events[0] == "ADDED" and "MODIFIED" in events and events[-1] == "DELETED"
+
+
+def _read_until(lines: queue.Queue[str], first_word: str, timeout: float = 20.0) -> list[str]:
+    """Lines of `kubectl get -w` up to and including the first starting with first_word."""
+    deadline = time.monotonic() + timeout
+    out: list[str] = []
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        out.append(line)
+        if line.split() and line.split()[0] == first_word:
+            return out
+    raise AssertionError(f"no {first_word} event from kubectl get -w: {out}")
 
 
 def test_builtin_apply_wait_ready_and_delete(srv: Proc) -> None:
@@ -134,8 +154,13 @@ spec:
     slices = json.loads(srv.kubectl("get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "json"))
     assert slices["items"][0]["endpoints"][0]["addresses"] == [pod["status"]["podIP"]]
     srv.kubectl("delete", "-f", "-", stdin=manifest)
-    assert "No resources found" in srv.kubectl("get", "pods,svc/web,endpointslices", check=False) or True
     assert "NotFound" in srv.kubectl("get", "pod", "web", check=False)
+    assert "NotFound" in srv.kubectl("get", "svc", "web", check=False)
+    deadline = time.monotonic() + 20  # the Service's EndpointSlice goes with it (garbage collector)
+    while "No resources found" not in srv.kubectl(
+            "get", "endpointslices", "-l", "kubernetes.io/service-name=web", check=False):
+        assert time.monotonic() < deadline, "EndpointSlice of the deleted Service still there"
+        time.sleep(0.1)
 
 
 POD_AND_SVC = """
