@@ -1,10 +1,15 @@
 """batch/v1 Job controller stand-in: runs template pods, counts outcomes, sets Complete/Failed conditions.
 
 Simplified: no job-tracking finalizers, no indexed completion, no podFailurePolicy, no activeDeadlineSeconds.
+A failed pod is replaced after the Job controller's exponential back-off, scaled down: `backoff_s`
+(real: 10 s), doubling per failure, capped at 32x (real: 6 min). The order matters to RayJobs: a
+submitter that failed because its Ray job failed is retried only after the dashboard reported it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from raybus_sim.apiserver.defaults import now_rfc3339
@@ -21,8 +26,10 @@ def _cond(ctype: str, reason: str, message: str) -> dict[str, Any]:
 class JobController(KeyedController):
     name = "job"
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, backoff_s: float = 0.5) -> None:
         super().__init__(store)
+        self.backoff_s = backoff_s
+        self._failures: dict[str, tuple[int, float]] = {}  # Job uid -> (failed pods seen, when the last was seen)
         self.job_rt = store.registry.get("batch", "v1", "jobs")
         self.pod_rt = store.registry.get("", "v1", "pods")
         store.listeners.append(self.on_event)
@@ -70,10 +77,11 @@ class JobController(KeyedController):
                            _cond("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")]
             done = True
         if done:
+            self._failures.pop(uid, None)
             for p in active:
                 self.store.delete(self.pod_rt, ns, p["metadata"]["name"], propagation="Background")
             active = []
-        elif not spec.get("suspend"):
+        elif not spec.get("suspend") and not self._backing_off(ns, name, uid, failed):
             want = min(parallelism, completions - succeeded) - len(active)
             tmpl = spec.get("template") or {}
             for _ in range(max(0, want)):
@@ -94,6 +102,22 @@ class JobController(KeyedController):
             status["conditions"] = conditions
         if status != job.get("status"):
             self.store.update(self.job_rt, ns, name, dict(job, status=status), subresource="status")
+
+
+    def _backing_off(self, ns: str, name: str, uid: str, failed: int) -> bool:
+        """True while the replacement of the last failed pod waits (then the Job is synced again)."""
+        if failed == 0:
+            return False
+        now = time.monotonic()
+        seen, since = self._failures.get(uid, (0, now))
+        if failed != seen:
+            since = now
+            self._failures[uid] = (failed, since)
+        ready_at = since + self.backoff_s * 2 ** min(failed - 1, 5)
+        if now >= ready_at:
+            return False
+        asyncio.get_running_loop().call_later(ready_at - now, self.mark, ns, name)
+        return True
 
 
 def phase(pod: dict[str, Any]) -> str | None:
