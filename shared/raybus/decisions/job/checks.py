@@ -129,6 +129,23 @@ def _submitter_container_status(pod: Mapping[str, Any]) -> dict[str, Any] | None
     return None
 
 
+def submitter_failed_at(w: Work) -> datetime | None:
+    """When the submitter failed (K8sJobMode: the Job's Failed condition; SidecarMode: the head's
+    submitter container terminated with a non-zero exit code), None if it has not."""
+    if w.mode == JobSubmissionMode.SIDECAR:
+        heads = podutil.head_pods(w.snapshot.head_pods)
+        status = _submitter_container_status(heads[0]) if len(heads) == 1 else None
+        terminated = as_dict(as_dict(status.get("state")).get("terminated")) if status else {}
+        if not terminated or int(terminated.get("exitCode") or 0) == 0:
+            return None
+        return parse_time(terminated.get("finishedAt")) or w.now
+    job = w.snapshot.submitter
+    condition = submitter_job_failed_condition(job) if job is not None else None
+    if condition is None:
+        return None
+    return parse_time(condition.get("lastTransitionTime")) or w.now
+
+
 def check_submitter(w: Work) -> tuple[bool, datetime | None]:
     """checkSubmitterAndUpdateStatusIfNeeded (K8sJobMode, SidecarMode) -> (shouldUpdate, finishedAt).
     Sets ``w.error`` (and returns (False, None)) where KubeRay returns an error."""

@@ -11,6 +11,9 @@ from typing import Final
 RAY_JOB_DEFAULT_REQUEUE_SECONDS: Final = 3.0  # RayJobDefaultRequeueDuration
 PYTHON_UNBUFFERED_ENV_VAR_NAME: Final = "PYTHONUNBUFFERED"
 DEFAULT_SUBMITTER_FINISHED_TIMEOUT_SECONDS: Final = 30  # DefaultSubmitterFinishedTimeout
+# raybus: how long a failed submitter waits for the dashboard-poller's read of the Ray job before
+# the failure is attributed to the submission (see running.py `_await_job_status`).
+SUBMITTER_FAILURE_READBACK_SECONDS: Final = 5
 
 # utils/constant.go
 RAY_JOB_STOP_JOB_FINALIZER: Final = "ray.io/rayjob-finalizer"  # RayJobStopJobFinalizer

@@ -9,6 +9,12 @@ KubeRay's ``GetJobInfo`` outcomes map to the observation as follows:
 - observation unreachable      -> an error: the job-status-check timeout runs from
                                    status.jobStatusCheckFailureStartTime (RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS);
 - nothing observed yet         -> ErrAgain (v1.6's async client): wait, no failure.
+
+A failed submitter is judged with the Ray job's status (checkSubmitterAndUpdateStatusIfNeeded:
+FAILED -> AppFailed, else SubmissionFailed). KubeRay reads that status from its last 3 s poll, so
+a job whose failure ended the submitter gets either reason depending on timing; raybus first reads
+the job (the poller at once, at most SUBMITTER_FAILURE_READBACK_SECONDS), so a failing entrypoint
+is AppFailed and only a submission that really failed is SubmissionFailed.
 """
 
 from __future__ import annotations
@@ -21,12 +27,14 @@ import yaml
 from raybus.api.raycluster import RayCluster
 from raybus.api.rayjob import JobFailedReason, JobSubmissionMode
 from raybus.decisions.dashboard_contract import JobObservation, SubmitJob
+from raybus.decisions.job import constants as c
 from raybus.decisions.job.checks import (
     check_active_deadline,
     check_submitter,
     check_submitter_finished_timeout,
     check_transition_grace_period,
     is_job_terminal,
+    submitter_failed_at,
     update_status_to_suspending_if_needed,
 )
 from raybus.decisions.job.resources import get_or_create_cluster, reconcile_services
@@ -147,6 +155,25 @@ def _apply_job_info(w: Work, cluster: RayCluster, info: JobObservation, finished
     w.st.pop("jobStatusCheckFailureStartTime", None)
 
 
+def _await_job_status(w: Work, cluster: RayCluster) -> bool:
+    """True (return before the status update) while a failed submitter waits for the read of the
+    Ray job it submitted; applies that read when it is terminal (see the module docstring)."""
+    failed_at = submitter_failed_at(w)
+    if failed_at is None or is_job_terminal(w.job_status):
+        return False
+    outcome, info = _observed_job(w)
+    if outcome == "info" and info is not None and is_job_terminal(info.status):
+        _apply_job_info(w, cluster, info, None)  # the submitter check then sees why it failed
+        return False
+    deadline = failed_at + timedelta(seconds=c.SUBMITTER_FAILURE_READBACK_SECONDS)
+    if w.now >= deadline or outcome == "unreachable":
+        return False
+    w.poll_now = f"submitter-failed/{fmt_time(failed_at)}"
+    w.deadline(deadline)
+    w.log("The submitter failed: reading the Ray job's status before deciding why")
+    return True
+
+
 def reconcile_running(w: Work) -> bool:
     if update_status_to_suspending_if_needed(w) or check_active_deadline(w) or check_transition_grace_period(w):
         return BREAK
@@ -156,6 +183,8 @@ def reconcile_running(w: Work) -> bool:
     reconcile_services(w, cluster)
     finished_at: datetime | None = None
     if has_submitter(w.mode):
+        if _await_job_status(w, cluster):
+            return RETURN
         should_update, finished_at = check_submitter(w)
         if w.error is not None:
             return RETURN

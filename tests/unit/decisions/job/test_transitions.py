@@ -101,17 +101,21 @@ ROWS = [
         job_status="SUCCEEDED",
         check=lambda d: d.status["succeeded"] == 1 and d.status["rayJobInfo"]["endTime"] == "1970-01-01T00:00:19Z"
         and d.status["endTime"] == ts(21)),
+    # Nothing observed within the read-back (test_failed_submitter_reads_the_ray_job_first): a submission failure.
     Row("Running->Failed (submitter Job failed)", snap(st("Running", jobStatus="RUNNING"),
-                                                       sub=submitter(finished="Failed", at_seconds=20)), 21,
+                                                       sub=submitter(finished="Failed", at_seconds=20)), 25,
         "Failed", reason="SubmissionFailed",
         check=lambda d: d.status["message"] == "Job submission has failed. Reason: BackoffLimitExceeded. "
         "Message: Job has reached the specified backoff limit"),
     Row("Running->Failed (activeDeadlineSeconds)", snap(st("Running", jobStatus="RUNNING"), sub=submitter(),
                                                         activeDeadlineSeconds=60), 60, "Failed",
         reason="DeadlineExceeded"),
-    Row("Running->Failed (AppFailed: job FAILED + submitter finished)",
+    # KubeRay judges with its last poll's jobStatus (here RUNNING -> SubmissionFailed); raybus applies
+    # the observation first, so the job's own failure explains the submitter's.
+    Row("Running->Failed (AppFailed: job FAILED + submitter failed)",
         snap(st("Running", jobStatus="RUNNING"), sub=submitter(finished="Failed", at_seconds=20),
-             obs=observation(CL, jobs={JID: "FAILED"}, message="boom")), 21, "Failed", reason="SubmissionFailed"),
+             obs=observation(CL, jobs={JID: "FAILED"}, message="boom")), 21, "Failed", reason="AppFailed",
+        job_status="FAILED", check=lambda d: d.status["message"] == "boom"),
     Row("Running->Failed (AppFailed: FAILED observed, submitter Complete)",
         snap(st("Running", jobStatus="RUNNING"), sub=submitter(finished="Complete", at_seconds=20),
              obs=observation(CL, jobs={JID: "FAILED"}, message="boom")), 21, "Failed", reason="AppFailed",
@@ -195,3 +199,32 @@ def test_transition(row: Row) -> None:
         assert event in [getattr(c, "event_reason", None) for c in d.commands]
     if row.check is not None:
         assert row.check(d) is not False, d.model_dump()
+
+
+@pytest.mark.parametrize(("mode", "obs", "seconds", "expected"), [
+    # The submitter failed, the Ray job's status is not terminal yet: read it first (poll now).
+    ("K8sJobMode", None, 21, "wait"),
+    ("K8sJobMode", observation(CL, jobs={JID: "RUNNING"}), 24, "wait"),
+    ("K8sJobMode", observation(CL, missing=[JID]), 21, "wait"),
+    ("SidecarMode", None, 21, "wait"),
+    # The read shows FAILED: the application failed.
+    ("K8sJobMode", observation(CL, jobs={JID: "FAILED"}), 21, "AppFailed"),
+    ("SidecarMode", observation(CL, jobs={JID: "FAILED"}), 21, "AppFailed"),
+    # Still not failed after the read-back, or the head does not answer: the submission failed.
+    ("K8sJobMode", observation(CL, jobs={JID: "RUNNING"}), 25, "SubmissionFailed"),
+    ("SidecarMode", observation(CL, missing=[JID]), 26, "SubmissionFailed"),
+    ("K8sJobMode", observation(CL, reachable=False), 21, "SubmissionFailed"),
+    # SUCCEEDED but the submitter failed: KubeRay's rule, a failed submission.
+    ("K8sJobMode", observation(CL, jobs={JID: "SUCCEEDED"}), 21, "SubmissionFailed"),
+])
+def test_failed_submitter_reads_the_ray_job_first(mode: str, obs: Any, seconds: float, expected: str) -> None:
+    kwargs: dict[str, Any] = ({"pods": [head_pod(CL, exit_code=1, finished_s=20)]} if mode == "SidecarMode"
+                              else {"sub": submitter(finished="Failed", at_seconds=20)})
+    d = decide(snap(st("Running", jobStatus="RUNNING"), obs=obs, submissionMode=mode, **kwargs)(), seconds=seconds)
+    assert d.error is None
+    if expected == "wait":
+        assert d.status is None and d.commands == []
+        assert d.interest.poll_now == "submitter-failed/" + ts(20) and d.requeue_after == 25 - seconds
+    else:
+        assert d.status is not None and d.status["jobDeploymentStatus"] == "Failed"
+        assert d.status["reason"] == expected
