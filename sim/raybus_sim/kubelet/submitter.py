@@ -90,7 +90,9 @@ def program_of(container: Mapping[str, Any]) -> Program | None:
         source = " ".join(argv)  # exec form; quoting is lost, good enough for option parsing
     else:
         return None
-    if "ray job" not in source and not source.startswith("ray "):
+    if "ray job" not in source:
+        # Other `ray` commands (the autoscaler sidecar's `ray kuberay-autoscaler`, `ray start
+        # --block`) are long-running processes: they just run.
         return None
     try:
         return Program(script=shell.parse(source, env), argv=[], env=env)

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from raybus.decisions.cluster.autoscaler_container import AUTOSCALER_START_CMD
 from raybus_sim.kubelet import shell
+from raybus_sim.kubelet.submitter import program_of
 
 K8S = ("if ! ray job status --address http://h:8265 id1 >/dev/null 2>&1 ; then ray job submit --address "
        "http://h:8265 --no-wait --runtime-env-json \"{\\\"pip\\\":[\\\"a\\\"]}\" --submission-id id1 -- python -c \""
@@ -91,3 +93,15 @@ def test_a_sequence_stops_at_its_first_failure(codes: list[int]) -> None:
     first_failure = next((i for i, c in enumerate(codes) if c), None)
     assert len(calls) == (len(codes) if first_failure is None else first_failure + 1)
     assert code == (0 if first_failure is None else codes[first_failure])
+
+
+@pytest.mark.parametrize(("container", "is_program"), [
+    ({"command": ["/bin/bash", "-c", "--"], "args": [K8S]}, True),
+    ({"command": ["ray", "job", "submit", "--address", "http://h:8265", "--", "sleep", "1"]}, True),
+    # Long-running ray processes are not submitters: the autoscaler sidecar must keep running.
+    ({"command": ["/bin/bash", "-lc", "--"], "args": [AUTOSCALER_START_CMD]}, False),
+    ({"command": ["ray", "start", "--head", "--block"]}, False),
+    ({"command": ["/bin/bash", "-c", "--"], "args": ["ulimit -n 65536; ray start --head --block"]}, False),
+])
+def test_only_ray_job_scripts_are_submitter_programs(container: dict[str, object], is_program: bool) -> None:
+    assert (program_of(container) is not None) is is_program
