@@ -102,9 +102,14 @@ def init_rayjob_status_if_need(w: Work) -> None:
 def _new(w: Work) -> bool:
     finalizers = list(w.job.metadata.finalizers or [])
     if c.RAY_JOB_STOP_JOB_FINALIZER not in finalizers:
+        # KubeRay Updates the RayJob with the finalizer and returns if that fails, before it writes
+        # the status. Here the two writes would race (the status, written first, makes the patch's
+        # resourceVersion stale and the RayJob would run without its finalizer): add it, and
+        # initialise the status on the next step, which sees the finalizer.
         w.commands.append(PatchObject(reason=f"Add the finalizer {c.RAY_JOB_STOP_JOB_FINALIZER}",
                                       target=rayjob_ref(w.job),
                                       merge_patch=_finalizer_patch(w.job, [*finalizers, c.RAY_JOB_STOP_JOB_FINALIZER])))
+        return RETURN
     init_rayjob_status_if_need(w)
     return BREAK
 

@@ -46,6 +46,9 @@ def _with(job: RayJob, status: dict[str, Any] | None, finalizers: list[str]) -> 
 @pytest.mark.parametrize(("name", "job"), JOBS, ids=[n for n, _ in JOBS])
 def test_sample_reaches_running(name: str, job: RayJob) -> None:
     d = decide(JobSnapshot(rayjob=job))
+    assert d.status is None and [c.op for c in d.commands] == ["patch"]  # the finalizer first
+    job = _with(job, None, ["ray.io/rayjob-finalizer"])
+    d = decide(JobSnapshot(rayjob=job))
     assert d.error is None and d.status is not None, d.reasons
     assert d.status["jobDeploymentStatus"] == "Initializing", d.reasons
     job = _with(job, d.status, ["ray.io/rayjob-finalizer"])

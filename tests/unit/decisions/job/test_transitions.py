@@ -70,10 +70,10 @@ def kinds_created(d: Any) -> list[str]:
 
 ROWS = [
     # --- seed table ---
-    Row("New->Initializing", snap(None, cluster=False, finalizer=False), 0, "Initializing",
-        check=lambda d: (d.status["startTime"] == ts(0)
-                         and d.status["jobId"].startswith("rj-") and d.status["rayClusterName"].startswith("rj-")
-                         and d.commands[0].merge_patch["metadata"]["finalizers"] == ["ray.io/rayjob-finalizer"])),
+    # (The finalizer is added first, on its own: test_new_adds_the_finalizer_before_any_status.)
+    Row("New->Initializing", snap(None, cluster=False), 0, "Initializing",
+        check=lambda d: (d.status["startTime"] == ts(0) and d.commands == []
+                         and d.status["jobId"].startswith("rj-") and d.status["rayClusterName"].startswith("rj-"))),
     Row("Initializing->Running (K8sJobMode: cluster ready, submitter created)",
         snap(st("Initializing"), sub=None), 5, "Running", events=["CreatedRayJobSubmitter"],
         check=lambda d: d.status["dashboardURL"] == f"{CL}-head-svc.ns.svc.cluster.local:8265"
@@ -228,3 +228,13 @@ def test_failed_submitter_reads_the_ray_job_first(mode: str, obs: Any, seconds: 
     else:
         assert d.status is not None and d.status["jobDeploymentStatus"] == "Failed"
         assert d.status["reason"] == expected
+
+
+@pytest.mark.parametrize("status", [None, {"jobDeploymentStatus": ""}])
+def test_new_adds_the_finalizer_before_any_status(status: dict[str, Any] | None) -> None:
+    """KubeRay's r.Update(finalizer) precedes the status write and returns on failure; raybus's two
+    writes go separately, so the status waits for the next step (which sees the finalizer)."""
+    d = decide(snap(status, cluster=False, finalizer=False)())
+    assert d.status is None and d.error is None and len(d.commands) == 1
+    assert d.commands[0].merge_patch == {"metadata": {"finalizers": ["ray.io/rayjob-finalizer"],
+                                                      "resourceVersion": "7"}}
