@@ -14,7 +14,8 @@ A failed submitter is judged with the Ray job's status (checkSubmitterAndUpdateS
 FAILED -> AppFailed, else SubmissionFailed). KubeRay reads that status from its last 3 s poll, so
 a job whose failure ended the submitter gets either reason depending on timing; raybus first reads
 the job (the poller at once, at most SUBMITTER_FAILURE_READBACK_SECONDS), so a failing entrypoint
-is AppFailed and only a submission that really failed is SubmissionFailed.
+is AppFailed and only a submission that really failed is SubmissionFailed. Likewise a finished
+submitter whose job the last observation did not find waits for the read that follows it.
 """
 
 from __future__ import annotations
@@ -202,6 +203,13 @@ def reconcile_running(w: Work) -> bool:
         if w.mode == JobSubmissionMode.HTTP:
             return _http_submit(w)
         if finished_at is not None:
+            # KubeRay's GetJobInfo is fresh; an observation may predate the submission. The poller
+            # reads at once (poll_now above): conclude "not found" only if it still says so.
+            readback = finished_at + timedelta(seconds=c.SUBMITTER_FAILURE_READBACK_SECONDS)
+            if w.now < readback:
+                w.deadline(readback)
+                w.log("The submitter finished; waiting for a read of the Ray job that postdates it")
+                return RETURN
             w.fail(JobFailedReason.APP_FAILED.value, "Submitter completed but Ray job not found in RayCluster.")
             return BREAK
         return RETURN

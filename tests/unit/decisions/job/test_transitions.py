@@ -158,7 +158,7 @@ ROWS = [
         "did not reach terminal state within 30s"),
     Row("Running->Failed (submitter finished, job not found)",
         snap(st("Running", jobStatus="RUNNING"), sub=submitter(finished="Complete", at_seconds=20),
-             obs=observation(CL, missing=[JID])), 21, "Failed", reason="AppFailed",
+             obs=observation(CL, missing=[JID])), 25, "Failed", reason="AppFailed",
         check=lambda d: d.status["message"] == "Submitter completed but Ray job not found in RayCluster."),
     Row("Running->Failed (job status check timeout)",
         snap(st("Running", jobStatus="RUNNING", jobStatusCheckFailureStartTime=ts(100)), sub=submitter(),
@@ -238,3 +238,11 @@ def test_new_adds_the_finalizer_before_any_status(status: dict[str, Any] | None)
     assert d.status is None and d.error is None and len(d.commands) == 1
     assert d.commands[0].merge_patch == {"metadata": {"finalizers": ["ray.io/rayjob-finalizer"],
                                                       "resourceVersion": "7"}}
+
+
+def test_a_finished_submitter_whose_job_was_not_seen_waits_for_the_next_read() -> None:
+    """The observation may predate the submission (KubeRay's GetJobInfo is always fresh)."""
+    build = snap(st("Running", jobStatus="RUNNING"), sub=submitter(finished="Complete", at_seconds=20),
+                 obs=observation(CL, missing=[JID]))
+    d = decide(build(), seconds=21)
+    assert d.status is None and d.requeue_after == 4 and d.interest.poll_now == "submitter-finished/" + ts(20)
