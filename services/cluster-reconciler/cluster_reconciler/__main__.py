@@ -16,11 +16,14 @@ def main() -> None:
     parser = common_parser(SERVICE)
     parser.add_argument("--feature-gates", default=os.environ.get("RAYBUS_FEATURE_GATES", ""),
                         help="KubeRay --feature-gates syntax, e.g. RayMultiHostIndexing=false")
+    parser.add_argument("--batch-scheduler", default=os.environ.get("RAYBUS_BATCH_SCHEDULER", ""),
+                        help="KubeRay's --batch-scheduler: volcano, yunikorn or scheduler-plugins")
     args = parser.parse_args()
     settings = common_settings(SERVICE, args)
     # KubeRay reads its knobs (ENABLE_RANDOM_POD_DELETE, ...) from the operator's environment;
     # so do we, once, here at the edge, and pass them into pure decision code.
-    operator = OperatorSettings.from_env(os.environ, feature_gates=args.feature_gates)
+    operator = OperatorSettings.from_env(os.environ, feature_gates=args.feature_gates,
+                                         batch_scheduler=args.batch_scheduler)
     asyncio.run(run_service(settings, create_app(settings, operator)))
 
 

@@ -36,7 +36,8 @@ from raybus.runtime.service import CommonSettings
 
 log = logging.getLogger(__name__)
 KINDS = [s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.SERVICE, s.Kind.INGRESS, s.Kind.SERVICEACCOUNT,
-         s.Kind.ROLE, s.Kind.ROLEBINDING]
+         s.Kind.ROLE, s.Kind.ROLEBINDING, s.Kind.SECRET, s.Kind.JOB, s.Kind.NETWORKPOLICY,
+         s.Kind.PODGROUP]
 
 
 class ClusterReconciler:
@@ -92,6 +93,12 @@ class ClusterReconciler:
             service_accounts=self._owned(s.Kind.SERVICEACCOUNT, key),
             roles=self._owned(s.Kind.ROLE, key),
             role_bindings=self._owned(s.Kind.ROLEBINDING, key),
+            # The auth Secret (no values: the watcher strips them), the Redis cleanup Job,
+            # NetworkPolicies and the batch scheduler's PodGroup.
+            secrets=self._owned(s.Kind.SECRET, key),
+            jobs=self._owned(s.Kind.JOB, key),
+            network_policies=self._owned(s.Kind.NETWORKPOLICY, key),
+            pod_groups=self._owned(s.Kind.PODGROUP, key),
             expectations=expectations,
             last_failures=self._last_failures(key),
             batches=await self._ctx.batches.states(expectations.batches()),

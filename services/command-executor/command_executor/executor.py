@@ -100,6 +100,13 @@ def generated_secret_data(keys: tuple[str, ...]) -> dict[str, str]:
     return {key: base64.b64encode(secrets.token_urlsafe(32).encode()).decode() for key in keys}
 
 
+def generated_secret_data(keys: tuple[str, ...]) -> dict[str, str]:
+    """Fresh random tokens for a Secret's `data` (base64, as the API expects), generated here at
+    create time so no decision, command batch, ledger entry or log ever holds them (e.g. KubeRay's
+    auth token Secret, decisions/cluster/auth_secret.py). 32 random bytes, URL-safe base64 text."""
+    return {key: base64.b64encode(secrets.token_urlsafe(32).encode()).decode() for key in keys}
+
+
 def _rv(obj: Json | None) -> str | None:
     rv = ((obj or {}).get("metadata") or {}).get("resourceVersion")
     return str(rv) if rv else None
@@ -200,6 +207,8 @@ class Executor:
         if isinstance(cmd, CreateObject):
             body = dict(cmd.object)
             body["metadata"] = {**(body.get("metadata") or {}), "namespace": target.namespace}
+            if cmd.generated_data_keys:
+                body["data"] = {**(body.get("data") or {}), **generated_secret_data(cmd.generated_data_keys)}
             if cmd.generated_data_keys:
                 body["data"] = {**(body.get("data") or {}), **generated_secret_data(cmd.generated_data_keys)}
             try:

@@ -36,6 +36,7 @@ from watcher.informer import Informer
 from watcher.routing import (
     SERVICE_NAME_LABEL,
     WATCHES,
+    batch_scheduler_watches,
     Route,
     WatchSpec,
     cluster_owner,
@@ -59,6 +60,7 @@ class WatcherSettings(CommonSettings):
     namespace: str | None = None  # KubeRay's --watch-namespace (None: all)
     kube_qps: float = 100.0
     kube_burst: int = 200
+    batch_scheduler: str = ""  # the operator's --batch-scheduler: which PodGroups to watch
 
 
 class Watcher:
@@ -239,4 +241,4 @@ class Watcher:
 def create_app(settings: CommonSettings) -> Watcher:
     if not isinstance(settings, WatcherSettings):
         settings = WatcherSettings(**settings.model_dump())
-    return Watcher(settings)
+    return Watcher(settings, specs=WATCHES + batch_scheduler_watches(settings.batch_scheduler))

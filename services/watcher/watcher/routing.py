@@ -61,7 +61,22 @@ WATCHES: tuple[WatchSpec, ...] = (
     # retrying these lists (the informer backs off) without holding up the other kinds.
     WatchSpec(s.Kind.GATEWAY, "gateway.networking.k8s.io/v1", "Gateway", owned_only=True),
     WatchSpec(s.Kind.HTTPROUTE, "gateway.networking.k8s.io/v1", "HTTPRoute", owned_only=True),
+    # The RayCluster's auth token Secret (labelled ray.io/cluster): sanitize() strips every value.
+    WatchSpec(s.Kind.SECRET, "v1", "Secret", label_selector=CLUSTER_LABEL, owned_only=True),
+    WatchSpec(s.Kind.NETWORKPOLICY, "networking.k8s.io/v1", "NetworkPolicy", owned_only=True),
 )
+
+# KubeRay's batch scheduler plugins Owns() their PodGroup CRD: watched only when the operator runs
+# with that --batch-scheduler (the CRD need not exist otherwise).
+_POD_GROUP_API_VERSIONS = {"volcano": "scheduling.volcano.sh/v1beta1",
+                           "scheduler-plugins": "scheduling.x-k8s.io/v1alpha1"}
+
+
+def batch_scheduler_watches(batch_scheduler: str) -> tuple[WatchSpec, ...]:
+    api_version = _POD_GROUP_API_VERSIONS.get(batch_scheduler)
+    if api_version is None:
+        return ()
+    return (WatchSpec(s.Kind.PODGROUP, api_version, "PodGroup", owned_only=True),)
 
 _OWNER_KINDS: dict[str, tuple[s.Controller, s.Kind]] = {
     "RayCluster": (s.Controller.CLUSTER, s.Kind.RAYCLUSTER),

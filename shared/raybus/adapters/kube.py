@@ -77,6 +77,10 @@ RESOURCES: dict[tuple[str, str], Resource] = {
         _r("rbac.authorization.k8s.io/v1", "roles", "Role"),
         _r("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding"),
         _r("networking.k8s.io/v1", "ingresses", "Ingress"),
+        _r("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy"),
+        # Batch schedulers' gang PodGroups (KubeRay --batch-scheduler volcano / scheduler-plugins).
+        _r("scheduling.volcano.sh/v1beta1", "podgroups", "PodGroup"),
+        _r("scheduling.x-k8s.io/v1alpha1", "podgroups", "PodGroup"),
         _r("discovery.k8s.io/v1", "endpointslices", "EndpointSlice"),
         _r("gateway.networking.k8s.io/v1", "gateways", "Gateway"),
         _r("gateway.networking.k8s.io/v1", "httproutes", "HTTPRoute"),

@@ -2,7 +2,9 @@
 
 No server: it runs the same pure `reconcile_cluster` the cluster-reconciler runs, on an empty
 cluster, with a fixed clock and fixed entropy so pod names are stable placeholders between runs
-(a real cluster gets random 5-character suffixes, as with KubeRay).
+(a real cluster gets random 5-character suffixes, as with KubeRay). A manifest that only has
+`metadata.generateName` (e.g. KubeRay's pytorch RayJob samples) is previewed under the name the
+API server would give it: the prefix plus a fixed placeholder suffix.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from raybus.api.settings import FeatureGates
 from raybus.decisions.cluster.naming import random_suffix
 from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.decisions.commands import CreateObject, RecordEvent
+from raybus.decisions.commands import CreateObject, PatchObject, RecordEvent
 
 FIXED_NOW = datetime(2000, 1, 1, tzinfo=UTC)
 ENTROPY = "raybus-render"
@@ -38,9 +40,24 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _name(obj: RayCluster | RayJob | RayService) -> str:
+    """metadata.name, or the API server's generateName + 5 characters (a stable placeholder here)."""
+    if obj.metadata.name:
+        return obj.metadata.name
+    prefix = obj.metadata.generate_name or ""
+    return f"{prefix}{random_suffix(ENTROPY, 'generateName/' + prefix)}" if prefix else ""
+
+
+def _named(obj: Any) -> Any:
+    name = _name(obj)
+    if name == obj.metadata.name:
+        return obj
+    return obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"name": name})})
+
+
 def _clusters(text: str, namespace: str) -> list[RayCluster]:
     out: list[RayCluster] = []
-    for obj in parse_manifests(text):
+    for obj in map(_named, parse_manifests(text)):
         if isinstance(obj, RayCluster):
             cluster = obj
         elif isinstance(obj, RayJob | RayService):
@@ -73,20 +90,28 @@ def render(text: str, *, namespace: str = "default",
     problems: list[str] = []
     for cluster in _clusters(text, namespace):
         created: list[dict[str, Any]] = []
-        for round_no in range(5):
-            pods = [o for o in created if o.get("kind") == "Pod"]
-            snapshot = ClusterSnapshot(cluster=cluster, pods=pods,
-                                       services=[o for o in created if o.get("kind") == "Service"],
-                                       ingresses=[o for o in created if o.get("kind") == "Ingress"],
-                                       service_accounts=[o for o in created if o.get("kind") == "ServiceAccount"],
-                                       roles=[o for o in created if o.get("kind") == "Role"],
-                                       role_bindings=[o for o in created if o.get("kind") == "RoleBinding"])
+        for round_no in range(6):
+            def of(kind: str, created: list[dict[str, Any]] = created) -> list[dict[str, Any]]:
+                return [o for o in created if o.get("kind") == kind]
+
+            snapshot = ClusterSnapshot(cluster=cluster, pods=of("Pod"), services=of("Service"),
+                                       ingresses=of("Ingress"), service_accounts=of("ServiceAccount"),
+                                       roles=of("Role"), role_bindings=of("RoleBinding"),
+                                       secrets=of("Secret"), jobs=of("Job"),
+                                       network_policies=of("NetworkPolicy"), pod_groups=of("PodGroup"))
             decision = reconcile_cluster(snapshot, settings=settings, now=FIXED_NOW,
                                          entropy=f"{ENTROPY}-{round_no}")
             problems += [c.message for c in decision.commands
                          if isinstance(c, RecordEvent) and c.type == "Warning"]
             new = [c.object for c in decision.commands if isinstance(c, CreateObject)]
-            if not new:
+            # The GCS FT finalizer comes first (a patch of the RayCluster): apply it and go on.
+            finalizers = [c.merge_patch["metadata"]["finalizers"] for c in decision.commands
+                          if isinstance(c, PatchObject) and c.target.kind == "RayCluster"
+                          and "finalizers" in (c.merge_patch.get("metadata") or {})]
+            if finalizers:
+                cluster = cluster.model_copy(update={"metadata": cluster.metadata.model_copy(
+                    update={"finalizers": finalizers[-1]})})
+            if not new and not finalizers:
                 break
             created += new
         objects += created

@@ -15,10 +15,11 @@ from raybus_sim.apiserver.errors import ApiError
 from raybus_sim.apiserver.selectors import Pred, compile_label_selector
 from raybus_sim.apiserver.store import Event, Obj, Store
 
-from . import faults
+from . import configrefs, faults
 from .endpoints import EndpointSliceController
 from .jobs import JobController
 from .podstate import ContainerSim, PodSim
+from .redis_cleanup import RedisCleanupRunner
 from .submitter import ContainerPrograms
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,8 @@ class Kubelet:
         self.jobs = JobController(store) if config.jobs else None
         # Submitter containers run `ray job ...` against these dashboards once set (submitter.py).
         self.programs = ContainerPrograms(self)
+        # The GCS FT Redis cleanup Job's container exits (redis_cleanup.py).
+        self.redis_cleanup = RedisCleanupRunner(self)
         store.graceful_pod_delete = True
         store.listeners.append(self.on_event)
 
@@ -253,11 +256,15 @@ class Kubelet:
             c.reason = "PodInitializing" if sim.init else "ContainerCreating"
         if not self.write_status(sim):
             return
+        if not await configrefs.wait_for_volumes(self, sim):  # missing Secret/ConfigMap volume
+            return
         await self._sleep(d.pull)
         sim.sandbox, sim.pod_ip = True, self._next_ip()
         if not self.write_status(sim):
             return
         if not await self._pull_images(sim, d):
+            return
+        if not await configrefs.wait_for_env(self, sim, init=True):  # CreateContainerConfigError
             return
         for c in sim.init:
             c.start()
@@ -266,6 +273,8 @@ class Kubelet:
             await self._sleep(d.start)
             c.terminate(0)
         await self._sleep(d.start)
+        if not await configrefs.wait_for_env(self, sim, init=False):  # CreateContainerConfigError
+            return
         for c in sim.containers:
             c.start()
             c.ready = not c.has_probe

@@ -1,7 +1,7 @@
 """The create-only owned objects of rayClusterReconcile, in KubeRay's order.
 
 reconcileAutoscalerServiceAccount / Role / RoleBinding (autoscaling only), reconcileIngress
-(``enableIngress``), reconcileHeadService, reconcileHeadlessService (multi-host groups),
+(``enableIngress``), reconcileAuthSecret (token auth, auth_secret.py), reconcileHeadService, reconcileHeadlessService (multi-host groups),
 reconcileServeService (``ray.io/enable-serve-service=true``). Each only creates what is missing;
 KubeRay never updates them (the head Service in particular). The first error stops the chain and
 reconcilePods is not run, as in the Go loop over ``reconcileFuncs``.
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from raybus.api.raycluster import RayCluster
 from raybus.decisions.cluster import labels as k
 from raybus.decisions.cluster import podutil
+from raybus.decisions.cluster.auth_secret import reconcile_auth_secret
 from raybus.decisions.cluster.outcome import ReconcileError, cluster_ref
 from raybus.decisions.cluster.rbac import (
     autoscaler_role_name,
@@ -228,6 +229,10 @@ def reconcile_owned_objects(
     if out.error is not None:
         return out
     _ingress(cluster, snapshot, out)
+    # reconcileAuthSecret (token auth): between the Ingress and the head Service, as in KubeRay.
+    auth = reconcile_auth_secret(cluster, secrets=list(snapshot.secrets))
+    out.commands += auth
+    out.reasons += [c.reason for c in auth]
     out.error = _head_service(cluster, snapshot, settings, out)
     if out.error is not None:
         return out

@@ -27,6 +27,7 @@ from raybus.decisions.cluster.autoscaler_container import (
 )
 from raybus.decisions.cluster.dicts import ensure_dict, ensure_list
 from raybus.decisions.cluster.gcs_ft import configure_gcs_fault_tolerance
+from raybus.decisions.cluster.history_server import inject_history_server_collector
 from raybus.decisions.cluster.kuberay_names import (
     check_name,
     fqdn_ray_ip,
@@ -289,6 +290,8 @@ def _build_pod(
             add_empty_dir(
                 target, pod_spec, name=k.RAY_LOG_VOLUME_NAME, path=k.RAY_LOG_VOLUME_MOUNT_PATH, medium=""
             )
+    # Same place as the autoscaler's sidecar: the collector shares its /tmp/ray volume.
+    inject_history_server_collector(pod_spec, cluster, node_type=node_type, settings=settings)
 
     cmd = ""
     if ray.get("command"):

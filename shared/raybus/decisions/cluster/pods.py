@@ -79,6 +79,14 @@ def find_suspend_status(cluster: RayCluster) -> str:
     return ""
 
 
+def pods_may_be_reconciled(cluster: RayCluster, settings: OperatorSettings) -> bool:
+    """Whether reconcilePods gets past its suspend checks (where KubeRay calls the batch scheduler)."""
+    suspend_status = find_suspend_status(cluster)
+    if suspend_status == RayClusterConditionType.SUSPENDING or cluster.spec.suspend:
+        return False
+    return suspend_status != RayClusterConditionType.SUSPENDED or not settings.feature_gates.ray_cluster_status_conditions
+
+
 def is_autoscaling_enabled(cluster: RayCluster) -> bool:
     """utils.IsAutoscalingEnabled."""
     return bool(cluster.spec.enable_in_tree_autoscaling)

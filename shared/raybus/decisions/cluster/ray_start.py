@@ -234,9 +234,10 @@ def convert_cmd_to_string(parts: list[str]) -> str:
     return "".join(f" {part} " for part in parts)
 
 
-def container_command(*, login_shell: bool) -> list[str]:
-    """utils.GetContainerCommand([]): ``/bin/bash -c --`` (``-lc`` with ENABLE_LOGIN_SHELL=true)."""
-    return ["/bin/bash", "-lc" if login_shell else "-c", "--"]
+def container_command(*, login_shell: bool, additional_options: str = "") -> list[str]:
+    """utils.GetContainerCommand: ``/bin/bash -c<options> --``, with ``l`` appended under
+    ENABLE_LOGIN_SHELL=true (``-cl``, ``-cel``: KubeRay's TestGetContainerCommand)."""
+    return ["/bin/bash", "-c" + additional_options + ("l" if login_shell else ""), "--"]
 
 
 def ulimit_command() -> str:

@@ -6,8 +6,11 @@ persisted *before* the commands are published), the status to write (``None`` wh
 ``InconsistentRayClusterStatus`` says nothing changed) and the requeue delay.
 
 Order (KubeRay's): managedBy external -> skip; defaults; validation (Warning event, no requeue);
-deletionTimestamp -> nothing; owned objects (autoscaler RBAC, Ingress, head Service, headless
-Service, serve Service; create-only) -> reconcilePods -> calculateStatus.
+GCS FT Redis cleanup finalizer (redis_cleanup.py: add it first; on deletion delete the Pods, run
+the cleanup Job, remove it) -> deletionTimestamp -> nothing; owned objects (autoscaler RBAC,
+Ingress, auth Secret, head Service, headless Service, serve Service; create-only) -> the batch
+scheduler's PodGroup + reconcilePods (Pods labelled for the scheduler) -> calculateStatus; the
+NetworkPolicies (KubeRay's separate controller) go last and never affect the status.
 """
 
 from __future__ import annotations
@@ -28,7 +31,14 @@ from raybus.api.validation_cluster import (
     validate_worker_group_names,
 )
 from raybus.decisions.batches import BatchState
+from raybus.decisions.cluster import podutil
+from raybus.decisions.cluster.batch_scheduler import (
+    add_scheduler_metadata,
+    pod_group_failure_events,
+    reconcile_pod_group,
+)
 from raybus.decisions.cluster.expectations import ScaleExpectations, forget_pods
+from raybus.decisions.cluster.network_policy import reconcile_network_policies
 from raybus.decisions.cluster.outcome import (
     EVENT_TO_FAILURE,
     REPLICA_FAILURE_REASONS,
@@ -36,10 +46,11 @@ from raybus.decisions.cluster.outcome import (
     cluster_ref,
 )
 from raybus.decisions.cluster.owned import reconcile_owned_objects
-from raybus.decisions.cluster.pods import reconcile_pods
+from raybus.decisions.cluster.pods import pods_may_be_reconciled, reconcile_pods
+from raybus.decisions.cluster.redis_cleanup import reconcile_redis_cleanup
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.cluster.status import StatusError, calculate_status, inconsistent_status
-from raybus.decisions.commands import Command, PatchObject, RecordEvent, UpdateStatus
+from raybus.decisions.commands import Command, CreateObject, PatchObject, RecordEvent, UpdateStatus
 
 # raycluster_controller.go DefaultRequeueDuration
 DEFAULT_REQUEUE_SECONDS = 2.0
@@ -75,6 +86,12 @@ class ClusterSnapshot(BaseModel):
     service_accounts: list[dict[str, Any]] = Field(default_factory=list)
     roles: list[dict[str, Any]] = Field(default_factory=list)
     role_bindings: list[dict[str, Any]] = Field(default_factory=list)
+    # Owned Secrets (metadata only: the watcher strips values), batch Jobs (the Redis cleanup Job),
+    # NetworkPolicies and the batch scheduler's PodGroups.
+    secrets: list[dict[str, Any]] = Field(default_factory=list)
+    jobs: list[dict[str, Any]] = Field(default_factory=list)
+    network_policies: list[dict[str, Any]] = Field(default_factory=list)
+    pod_groups: list[dict[str, Any]] = Field(default_factory=list)
     expectations: ScaleExpectations = Field(default_factory=ScaleExpectations)
     last_failures: list[CommandFailure] = Field(default_factory=list)
     # The state of every batch the expectations name (None: no ledger; KubeRay's plain timeout)
@@ -190,6 +207,15 @@ def status_update(snapshot: ClusterSnapshot, decision: ClusterDecision) -> Updat
     )
 
 
+def _with_scheduler_metadata(cluster: RayCluster, cmd: Command, settings: OperatorSettings) -> Command:
+    """createHeadPod / createWorkerPod: the batch scheduler's AddMetadataToChildResource."""
+    if not settings.batch_scheduler or not isinstance(cmd, CreateObject) or cmd.object.get("kind") != "Pod":
+        return cmd
+    group = podutil.labels(cmd.object).get(podutil.GROUP_LABEL, "")
+    obj = add_scheduler_metadata(cluster, cmd.object, group_name=group, settings=settings)
+    return cmd.model_copy(update={"object": obj})
+
+
 def reconcile_cluster(
     snapshot: ClusterSnapshot, *, settings: OperatorSettings, now: datetime, entropy: str
 ) -> ClusterDecision:
@@ -210,6 +236,16 @@ def reconcile_cluster(
             expectations=snapshot.expectations,
             requeue_after=DEFAULT_REQUEUE_SECONDS if requeue_invalid else None,
             reasons=[e.reason for e in events],
+        )
+    cleanup = reconcile_redis_cleanup(
+        cluster, raw, pods=list(snapshot.pods), jobs=list(snapshot.jobs), settings=settings, now=now
+    )
+    if cleanup is not None:
+        return ClusterDecision(
+            commands=cleanup.commands,
+            expectations=snapshot.expectations,
+            requeue_after=cleanup.requeue_after,
+            reasons=cleanup.reasons,
         )
     if cluster.metadata.deletion_timestamp:
         return ClusterDecision(
@@ -232,6 +268,12 @@ def reconcile_cluster(
     commands += owned.commands
     reasons += owned.reasons
     error = owned.error
+    if error is None and settings.batch_scheduler and pods_may_be_reconciled(cluster, settings):
+        commands += pod_group_failure_events(
+            cluster, [(f.target, f.message) for f in snapshot.last_failures], settings=settings
+        )
+        # DoBatchSchedulingOnSubmission: first in the batch, so a failed PodGroup write stops the Pods.
+        commands += reconcile_pod_group(cluster, existing=list(snapshot.pod_groups), settings=settings)
     if error is None:
         pods = reconcile_pods(
             cluster,
@@ -243,7 +285,7 @@ def reconcile_cluster(
             batch_id=snapshot.batch_id,
             batches=snapshot.batches,
         )
-        commands += pods.commands
+        commands += [_with_scheduler_metadata(cluster, c, settings) for c in pods.commands]
         reasons += pods.reasons
         expectations = pods.expectations
         error = pods.error
@@ -251,7 +293,10 @@ def reconcile_cluster(
             commands.append(clear_workers_to_delete_patch(raw, pods.cleared_workers_to_delete))
     if error is not None:
         reasons.append(f"reconcile error: {error.message}")
-    previous = failure_error(list(snapshot.last_failures))
+    # KubeRay's NetworkPolicy controller is separate: its failures never reach this status.
+    previous = failure_error(
+        [f for f in snapshot.last_failures if not (f.target or "").startswith("NetworkPolicy/")]
+    )
     status_error = error or previous
 
     status: dict[str, Any] | None = None
@@ -274,6 +319,8 @@ def reconcile_cluster(
         if inconsistent_status(old, new_status):
             status = new_status
             reasons.append("status changed")
+
+    commands += reconcile_network_policies(cluster, existing=list(snapshot.network_policies), settings=settings)
 
     # KubeRay: an error -> rate-limited requeue (controller-runtime ignores RequeueAfter then);
     # status changed -> 2 s; otherwise RAYCLUSTER_DEFAULT_REQUEUE_SECONDS. A previous round's

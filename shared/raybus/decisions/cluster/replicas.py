@@ -130,10 +130,19 @@ def calculate_desired_resources(cluster: RayCluster) -> dict[str, Quantity]:
     return total
 
 
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def is_gpu_resource_key(name: str) -> bool:
+    """utils.IsGPUResourceKey: any name ending in "gpu" (nvidia.com/gpu, amd.com/gpu, ...) and the
+    NVIDIA MIG profiles (nvidia.com/mig-1g.5gb, nvidia.com/mig-2g.32gb, ...)."""
+    return name.endswith("gpu") or name.startswith(MIG_RESOURCE_PREFIX)
+
+
 def sum_gpus(resources: Mapping[str, Quantity]) -> Quantity:
-    """sumGPUs: every resource whose name ends with "gpu" and is non-zero."""
+    """sumGPUs: every non-zero GPU resource (is_gpu_resource_key)."""
     total = Quantity()
     for name in sorted(resources):
-        if name.endswith("gpu") and not resources[name].is_zero():
+        if is_gpu_resource_key(name) and not resources[name].is_zero():
             total = total.add(resources[name])
     return total

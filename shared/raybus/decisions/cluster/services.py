@@ -34,6 +34,7 @@ __all__ = [
     "headless_worker_service_name",
     "ingress_name",
     "is_serve_service_enabled",
+    "is_serving_port_name",
     "needs_headless_worker_service",
     "serve_service_name",
     "service_endpoints",
@@ -138,23 +139,30 @@ def build_head_service(cluster: RayCluster, *, settings: OperatorSettings) -> di
     return service
 
 
+def is_serving_port_name(name: str) -> bool:
+    """A serving port of the serve Service: ``serve`` or ``serve-<anything>`` (e.g. ``serve-grpc``)."""
+    return name == k.SERVING_PORT_NAME or name.startswith(k.SERVING_PORT_NAME + "-")
+
+
 def is_serve_service_enabled(cluster: RayCluster) -> bool:
     """reconcileServeService runs only with the annotation ray.io/enable-serve-service=true."""
     return (cluster.metadata.annotations or {}).get(k.ENABLE_SERVE_SERVICE_KEY) == k.ENABLE_SERVE_SERVICE_TRUE
 
 
 def build_serve_service(cluster: RayCluster) -> dict[str, Any]:
-    """BuildServeServiceForRayCluster: ``<cluster>-serve-svc`` exposing only the ``serve`` port and
-    selecting every Pod of the cluster. Raises ValueError (as KubeRay errors) without a serve port."""
+    """BuildServeServiceForRayCluster: ``<cluster>-serve-svc`` exposing the serving ports (``serve``
+    and every ``serve-*`` port such as ``serve-grpc``, by name) and selecting every Pod of the
+    cluster. Raises ValueError (as KubeRay errors) without a serving port."""
     ports = service_ports(cluster)
-    if k.SERVING_PORT_NAME not in ports:
+    serving = sorted(name for name in ports if is_serving_port_name(name))
+    if not serving:
         raise ValueError(
             "Please specify the port named 'serve' in the Ray head container; "
             "otherwise, the Kubernetes service for Ray Serve will not be created."
         )
     spec: dict[str, Any] = {
         "selector": {k.RAY_CLUSTER_LABEL_KEY: cluster.name},
-        "ports": [{"name": k.SERVING_PORT_NAME, "port": ports[k.SERVING_PORT_NAME]}],
+        "ports": [{"name": name, "port": ports[name]} for name in serving],
     }
     if cluster.spec.head_group_spec.service_type:
         spec["type"] = cluster.spec.head_group_spec.service_type

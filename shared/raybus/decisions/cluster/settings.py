@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from raybus.api.settings import DEFAULT_FEATURE_GATES, FeatureGates
 
 KUBERAY_VERSION = "v1.7.0"
+# --batch-scheduler values raybus implements (KubeRay also has kai-scheduler, koordinator, WAS).
+SUPPORTED_BATCH_SCHEDULERS = ("", "volcano", "yunikorn", "scheduler-plugins")
 
 
 def _true(value: str | None) -> bool:
@@ -48,7 +50,7 @@ class OperatorSettings(BaseModel):
     )
     enable_login_shell: bool = Field(
         default=False,
-        description="ENABLE_LOGIN_SHELL (utils.GetContainerCommand): /bin/bash -lc instead of -c",
+        description="ENABLE_LOGIN_SHELL (utils.GetContainerCommand): /bin/bash -cl instead of -c",
     )
     enable_random_pod_delete: bool = Field(
         default=False, description="ENABLE_RANDOM_POD_DELETE: scale-down picks random Pods (autoscaling only)"
@@ -96,11 +98,28 @@ class OperatorSettings(BaseModel):
         "container's image (KubeRay's only behaviour; a raybus extension otherwise)",
     )
 
+    batch_scheduler: str = Field(
+        default="",
+        description="--batch-scheduler (apis/config/v1alpha1 batchScheduler): volcano, yunikorn or "
+        "scheduler-plugins (decisions/cluster/batch_scheduler.py); empty = the default scheduler",
+    )
+
     # --- feature gates (--feature-gates; raybus.api.settings.FeatureGates, KubeRay v1.7.0 defaults) ---
     feature_gates: FeatureGates = Field(
         default=DEFAULT_FEATURE_GATES,
         description="All KubeRay feature gates (RayMultiHostIndexing labels worker Pods, ...)",
     )
+
+    @field_validator("batch_scheduler")
+    @classmethod
+    def _known_batch_scheduler(cls, value: str) -> str:
+        """KubeRay refuses to start with an unknown --batch-scheduler ("the scheduler is not supported")."""
+        if value not in SUPPORTED_BATCH_SCHEDULERS:
+            raise ValueError(
+                f"the scheduler is not supported, name={value} (raybus supports: "
+                f"{', '.join(s for s in SUPPORTED_BATCH_SCHEDULERS if s)})"
+            )
+        return value
 
     @classmethod
     def from_env(

@@ -104,27 +104,36 @@ def remove_condition(conditions: list[dict[str, Any]], cond_type: str) -> None:
 
 
 def head_pod_ready_condition(head: Mapping[str, Any]) -> tuple[str, str, str]:
-    """utils.FindHeadPodReadyCondition -> (status, reason, message)."""
+    """utils.FindHeadPodReadyCondition -> (status, reason, message).
+
+    For ContainersNotReady, the first not-ready container with a waiting/terminated state supplies
+    the reason, and its message is appended to the Pod condition's as ``"<cond>; <container>: <msg>"``
+    (KubeRay's TestFindHeadPodReadyMessage: ``containers not ready; ray: Back-off pulling image ...``,
+    or ``my-image: bash not found`` when the Pod condition has no message)."""
     cond = podutil.pod_condition(head, "Ready")
     if cond is None:
         return "False", UNKNOWN_REASON, ""
     status = str(cond.get("status") or "False")
     reason = str(cond.get("reason") or "")
+    message = str(cond.get("message") or "")
     if status == "True" and not reason:
         reason = HEAD_POD_RUNNING_AND_READY
     if reason == "ContainersNotReady":
-        # v1.7: surface the first not-ready container's waiting/terminated reason (CrashLoopBackOff...).
         for cs in podutil.status(head).get("containerStatuses") or []:
             if cs.get("ready"):
                 continue
             state = cs.get("state") or {}
-            detail = (state.get("waiting") or {}).get("reason") or (state.get("terminated") or {}).get(
-                "reason"
-            )
-            if detail:
-                reason = str(detail)
-                break
-    return status, reason or UNKNOWN_REASON, str(cond.get("message") or "")
+            detail = state.get("waiting") or state.get("terminated")
+            if not isinstance(detail, Mapping):
+                continue
+            if detail.get("reason"):
+                reason = str(detail["reason"])
+            if detail.get("message"):
+                parts = [message] if message else []
+                parts.append(f"{cs.get('name', '')}: {detail['message']}")
+                message = "; ".join(parts)
+            break
+    return status, reason or UNKNOWN_REASON, message
 
 
 # --- head info / endpoints --------------------------------------------------------------------------

@@ -401,5 +401,5 @@ def test_sidecars_from_settings() -> None:
 def test_login_shell_setting() -> None:
     settings = OperatorSettings(enable_login_shell=True)
     w = worker(cluster(), settings)
-    assert ray_container(w)["command"] == ["/bin/bash", "-lc", "--"]
-    assert w["spec"]["initContainers"][0]["command"] == ["/bin/bash", "-lc", "--"]
+    assert ray_container(w)["command"] == ["/bin/bash", "-cl", "--"]
+    assert w["spec"]["initContainers"][0]["command"] == ["/bin/bash", "-cl", "--"]

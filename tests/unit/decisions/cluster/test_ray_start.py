@@ -278,7 +278,7 @@ def test_go_json_float(value: float, expected: str) -> None:
 
 def test_container_command_and_ulimit() -> None:
     assert container_command(login_shell=False) == ["/bin/bash", "-c", "--"]
-    assert container_command(login_shell=True) == ["/bin/bash", "-lc", "--"]
+    assert container_command(login_shell=True) == ["/bin/bash", "-cl", "--"]
     assert ulimit_command() == "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}"
     assert convert_cmd_to_string(["echo", "hi"]) == " echo  hi "
 

@@ -195,6 +195,10 @@ def apply(
         "Role": list(snapshot.roles),
         "RoleBinding": list(snapshot.role_bindings),
         "Ingress": list(snapshot.ingresses),
+        "Secret": list(snapshot.secrets),
+        "Job": list(snapshot.jobs),
+        "NetworkPolicy": list(snapshot.network_policies),
+        "PodGroup": list(snapshot.pod_groups),
     }
     cluster = snapshot.cluster.to_manifest()
     for cmd in decision.commands:
@@ -207,7 +211,7 @@ def apply(
                 svc = copy.deepcopy(cmd.object)
                 svc["spec"].setdefault("clusterIP", "10.96.0.10")
                 services.append(svc)
-            else:
+            elif not any(o["metadata"]["name"] == cmd.object["metadata"]["name"] for o in others[kind]):
                 others[kind].append(copy.deepcopy(cmd.object))
         elif isinstance(cmd, DeleteObject) and cmd.target.kind == "Pod":
             for p in pods:
@@ -218,7 +222,9 @@ def apply(
         elif isinstance(cmd, PatchObject):
             if cmd.target.kind == "RayCluster":
                 patch = copy.deepcopy(cmd.merge_patch)
-                patch.pop("metadata", None)
+                meta = patch.pop("metadata", None) or {}
+                if "finalizers" in meta:  # resourceVersion/uid are preconditions, not changes
+                    patch["metadata"] = {"finalizers": meta["finalizers"]}
                 cluster = _merge(cluster, patch)
             elif cmd.target.kind == "Pod":
                 pods = [
@@ -235,6 +241,10 @@ def apply(
         roles=others["Role"],
         role_bindings=others["RoleBinding"],
         ingresses=others["Ingress"],
+        secrets=others["Secret"],
+        jobs=others["Job"],
+        network_policies=others["NetworkPolicy"],
+        pod_groups=others["PodGroup"],
         expectations=decision.expectations,
     )
 
