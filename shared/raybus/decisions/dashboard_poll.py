@@ -225,7 +225,10 @@ def decide_poll(want: ClusterWant, state: PollState, observation: ClusterObserva
     """
     if want.empty:
         return PollDecision(due=False, at=math.inf, reason="nothing declared")
-    if head_ready is False:
+    new_tokens = want.poll_now - state.tokens_seen
+    # An owner's explicit ask is tried even when the head Pod is not Ready: SidecarMode's submitter
+    # container ending (the Ray job most likely ended) is exactly what makes the head Pod not Ready.
+    if head_ready is False and not new_tokens:
         return PollDecision(due=False, at=math.inf, reason="head pod not ready")
     plan = plan_requests(want, observation, read_back=state.read_back)
     if plan.request_count == 0:
@@ -233,7 +236,6 @@ def decide_poll(want: ClusterWant, state: PollState, observation: ClusterObserva
     last = state.last_attempt_at
     if state.read_back:
         return PollDecision(due=True, at=now, reason="read back after a write", plan=plan)
-    new_tokens = want.poll_now - state.tokens_seen
     if new_tokens:
         return PollDecision(due=True, at=now, reason=f"poll_now {min(new_tokens)}", plan=plan)
     if last is None:
