@@ -12,10 +12,13 @@ next decision until every write of its previous one has an answer:
   the newer version);
 - each dashboard command has a result, and the snapshot holds the observation the poller read
   back after it.
-A write whose answer does not come within `patience_s` is resolved through the command ledger
-(revoked if no executor claimed it, so it can never apply late); a status write is then simply
-let go: it carries the resourceVersion it was computed on, so it can never apply over a newer
-state.
+Outcomes share one last-value subject per object, so a reconciler that falls behind can miss one
+(the batch's, overwritten by the status write's): a batch without an Outcome is looked up in the
+command ledger after a few seconds (BatchResolver), and a status write is answered as soon as the
+snapshot shows a newer version. A write whose answer does not come within `patience_s` is resolved
+through the command ledger (revoked if no executor claimed it, so it can never apply late); a
+status write is then simply let go: it carries the resourceVersion it was computed on, so it can
+never apply over a newer state.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ class WriteBarrier:
             if outcome is not None:
                 if overdue or not self._wrote_self(key, outcome) or self._moved_on(key, pending.base_rv):
                     pending.batches.discard(batch)
-            elif overdue and (await self._batches.state(batch)).settled:
+            elif (await self._batches.state(batch)).settled:  # the ledger knows (Outcome missed)
                 pending.batches.discard(batch)
         if pending.status is not None and self._status_answered(key, *pending.status, overdue=overdue):
             pending.status = None
@@ -108,10 +111,10 @@ class WriteBarrier:
 
     def _status_answered(self, key: ObjectKey, batch: str, base_rv: str, *, overdue: bool) -> bool:
         outcome = self._outcomes.by_batch.get(batch)
-        if outcome is None:
-            return overdue  # optimistic concurrency: a late write can never land over newer state
-        if not all(r.ok for r in outcome.results) or any(r.code == 404 for r in outcome.results):
+        if outcome is not None and (not all(r.ok for r in outcome.results) or any(r.code == 404 for r in outcome.results)):
             return True  # 409 (moved on meanwhile) or gone: decide again on what is there now
+        # Written and visible, or the object moved on anyway (a pending write can then only 409):
+        # optimistic concurrency means a late write can never land over newer state.
         return self._moved_on(key, base_rv) or overdue
 
     async def _dashboard_answered(self, key: ObjectKey, command_id: str, *, overdue: bool) -> bool:

@@ -1,5 +1,6 @@
 """WriteBarrier: a batch that wrote the object itself (a RayJob's finalizer patch, its own
-deletion) holds the next decision until the snapshot shows that write."""
+deletion) holds the next decision until the snapshot shows that write; a missed Outcome (one
+last-value subject per object) is resolved through the ledger or the snapshot, not after 30 s."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandResult, ObjectKey, Outcome
+from raybus.decisions.batches import IN_FLIGHT, BatchState
 from raybus.runtime.barrier import WriteBarrier
 
 KEY = ObjectKey(namespace="ns", name="j1")
@@ -40,9 +42,20 @@ def outcome(batch: str, *results: tuple[str, str, bool]) -> Outcome:
                    results=[CommandResult(op=op, target=target, ok=ok) for op, target, ok in results])
 
 
-def barrier(cache: Cache, outcomes: Outcomes, clock: list[float]) -> WriteBarrier:
-    return WriteBarrier(cache=cache, outcomes=outcomes, batches=None, ledger=None,  # type: ignore[arg-type]
-                        kind=s.Kind.RAYJOB, clock=lambda: clock[0], patience_s=30.0)
+class Batches:
+    """The resolver's answer for batches without an Outcome (the ledger, after a few seconds)."""
+
+    def __init__(self) -> None:
+        self.settled: set[str] = set()
+
+    async def state(self, batch: str) -> BatchState:
+        return BatchState(settled=True, finished_at=datetime.now(UTC)) if batch in self.settled else IN_FLIGHT
+
+
+def barrier(cache: Cache, outcomes: Outcomes, clock: list[float], batches: Batches | None = None) -> WriteBarrier:
+    return WriteBarrier(cache=cache, outcomes=outcomes, batches=batches or Batches(),  # type: ignore[arg-type]
+                        ledger=None, kind=s.Kind.RAYJOB, clock=lambda: clock[0],  # type: ignore[arg-type]
+                        patience_s=30.0)
 
 
 @pytest.mark.parametrize(("results", "cache_rv_after", "ready"), [
@@ -78,3 +91,31 @@ def test_an_invisible_own_write_is_let_go_after_patience() -> None:
     assert not asyncio.run(b.ready(KEY))
     clock[0] = 31.0
     assert asyncio.run(b.ready(KEY))
+
+
+def test_a_missed_batch_outcome_is_answered_by_the_ledger() -> None:
+    cache, outcomes, clock, batches = Cache(), Outcomes(), [0.0], Batches()
+    cache.put("1")
+    b = barrier(cache, outcomes, clock, batches)
+    b.wrote(KEY, batch="b1", status=None, dashboard=[], base_rv="1")
+    assert not asyncio.run(b.ready(KEY))
+    batches.settled.add("b1")  # its Outcome was overwritten on the object's subject; the ledger has it
+    assert asyncio.run(b.ready(KEY))
+
+
+@pytest.mark.parametrize(("outcome_ok", "cache_rv", "ready"), [
+    (None, "1", False),  # no Outcome, nothing visible yet
+    (None, "2", True),  # no Outcome (missed), but the snapshot moved on: a pending write can only 409
+    (True, "1", False),  # written, not visible yet
+    (True, "2", True),
+    (False, "1", True),  # refused (409): decide again at once
+])
+def test_status_write_answers(outcome_ok: bool | None, cache_rv: str, ready: bool) -> None:
+    cache, outcomes, clock = Cache(), Outcomes(), [0.0]
+    cache.put("1")
+    b = barrier(cache, outcomes, clock)
+    b.wrote(KEY, batch=None, status=("b1-status", "1"), dashboard=[], base_rv="1")
+    if outcome_ok is not None:
+        outcomes.by_batch["b1-status"] = outcome("b1-status", ("update_status", "RayJob/ns/j1", outcome_ok))
+    cache.put(cache_rv)
+    assert asyncio.run(b.ready(KEY)) is ready
