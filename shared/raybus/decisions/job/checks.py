@@ -91,7 +91,7 @@ def check_transition_grace_period(w: Work) -> bool:
 def check_submitter_finished_timeout(w: Work, finished_at: datetime | None) -> bool:
     """checkSubmitterFinishedTimeoutAndUpdateStatusIfNeeded: the submitter finished but the Ray job
     did not reach a terminal state within DefaultSubmitterFinishedTimeout (30 s)."""
-    if finished_at is None:
+    if finished_at is None or is_job_terminal(w.job_status):
         return False
     timeout = w.settings.submitter_finished_timeout_seconds
     deadline = finished_at + timedelta(seconds=timeout)

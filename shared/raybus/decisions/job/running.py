@@ -192,7 +192,11 @@ def reconcile_running(w: Work) -> bool:
         if finished_at is not None:
             # The Ray job has most likely ended with its submitter: have the poller read now.
             w.poll_now = f"submitter-finished/{fmt_time(finished_at)}"
-        if check_submitter_finished_timeout(w, finished_at) or should_update:
+        # KubeRay's GetJobInfo comes right after; here the latest observation may already show the
+        # end (e.g. after a long read-your-writes hold): never time out a job seen terminal.
+        seen, seen_info = _observed_job(w)
+        seen_terminal = seen == "info" and seen_info is not None and is_job_terminal(seen_info.status)
+        if (not seen_terminal and check_submitter_finished_timeout(w, finished_at)) or should_update:
             return BREAK
     outcome, info = _observed_job(w)
     if outcome == "again":

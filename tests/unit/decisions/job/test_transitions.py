@@ -246,3 +246,15 @@ def test_a_finished_submitter_whose_job_was_not_seen_waits_for_the_next_read() -
                  obs=observation(CL, missing=[JID]))
     d = decide(build(), seconds=21)
     assert d.status is None and d.requeue_after == 4 and d.interest.poll_now == "submitter-finished/" + ts(20)
+
+
+@pytest.mark.parametrize(("obs", "job_status", "expected"), [
+    (observation(CL, jobs={JID: "SUCCEEDED"}), "RUNNING", ("Complete", "")),  # seen terminal: no timeout
+    (observation(CL, jobs={JID: "RUNNING"}), "RUNNING", ("Failed", "JobDeploymentStatusTransitionGracePeriodExceeded")),
+])
+def test_submitter_finished_timeout_spares_a_job_seen_terminal(obs: Any, job_status: str,
+                                                                expected: tuple[str, str]) -> None:
+    """Decided 40 s after the submitter finished (e.g. a reconcile held that long)."""
+    build = snap(st("Running", jobStatus=job_status), sub=submitter(finished="Complete", at_seconds=20), obs=obs)
+    d = decide(build(), seconds=60)
+    assert d.status is not None and (d.status["jobDeploymentStatus"], d.status.get("reason", "")) == expected
