@@ -1,4 +1,6 @@
-"""`raybus up --demo`: apply the sample RayCluster and follow it until it is ready."""
+"""`raybus up --demo`: apply the sample RayCluster and follow it until it is ready, then the sample
+RayJob (and the ConfigMap with its sample_code.py) and follow it to Complete/SUCCEEDED, printing
+each jobDeploymentStatus/jobStatus transition."""
 
 from __future__ import annotations
 
@@ -8,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client, config, watch
 
-SAMPLE = Path(__file__).resolve().parents[3] / "deploy" / "samples" / "ray-cluster.sample.yaml"
+SAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "samples"
+SAMPLE = SAMPLES / "ray-cluster.sample.yaml"
+JOB_SAMPLE = SAMPLES / "ray-job.sample.yaml"
+TERMINAL = ("Complete", "Failed", "ValidationFailed")
 
 
 def follow_sample(*, kubeconfig: Path, timeout_s: float = 120.0) -> bool:
@@ -25,34 +30,86 @@ def _pod_line(pod: Any) -> str:
 async def _follow(*, kubeconfig: Path, timeout_s: float) -> bool:
     await config.load_kube_config(config_file=str(kubeconfig))
     async with client.ApiClient() as api:
-        custom = client.CustomObjectsApi(api)
-        core = client.CoreV1Api(api)
-        doc: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
-        name = doc["metadata"]["name"]
-        ns = doc["metadata"].get("namespace", "default")
-        try:
-            await custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", doc)
-            print(f"demo: applied RayCluster {ns}/{name} from {SAMPLE.name}", flush=True)
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
-            print(f"demo: RayCluster {ns}/{name} already exists", flush=True)
-        deadline = time.monotonic() + timeout_s
-        last = ""
-        while time.monotonic() < deadline:
-            rc = await custom.get_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", name)
-            status = rc.get("status") or {}
-            pods = await core.list_namespaced_pod(ns, label_selector=f"ray.io/cluster={name}")
-            line = (f"state={status.get('state', '-')} ready_workers="
-                    f"{status.get('readyWorkerReplicas', 0)}/{status.get('desiredWorkerReplicas', '?')} "
-                    f"pods=[{', '.join(sorted(_pod_line(p) for p in pods.items))}]")
+        return (await _follow_cluster(api, timeout_s=timeout_s)
+                and await _follow_job(api, timeout_s=timeout_s))
+
+
+async def _create(what: str, create: Any) -> None:
+    try:
+        await create
+        print(f"demo: applied {what}", flush=True)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+        print(f"demo: {what} already exists", flush=True)
+
+
+async def _follow_cluster(api: client.ApiClient, *, timeout_s: float) -> bool:
+    custom = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    doc: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
+    name = doc["metadata"]["name"]
+    ns = doc["metadata"].get("namespace", "default")
+    await _create(f"RayCluster {ns}/{name} from {SAMPLE.name}",
+                  custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", doc))
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        rc = await custom.get_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", name)
+        status = rc.get("status") or {}
+        pods = await core.list_namespaced_pod(ns, label_selector=f"ray.io/cluster={name}")
+        line = (f"state={status.get('state', '-')} ready_workers="
+                f"{status.get('readyWorkerReplicas', 0)}/{status.get('desiredWorkerReplicas', '?')} "
+                f"pods=[{', '.join(sorted(_pod_line(p) for p in pods.items))}]")
+        if line != last:
+            print(f"demo: {line}", flush=True)
+            last = line
+        if status.get("state") == "ready":
+            print(f"demo: RayCluster {ns}/{name} is ready "
+                  f"(head {status.get('head', {}).get('podName', '?')})", flush=True)
+            return True
+        await asyncio.sleep(0.5)
+    print(f"demo: RayCluster {ns}/{name} not ready after {timeout_s:.0f}s", flush=True)
+    return False
+
+
+async def _follow_job(api: client.ApiClient, *, timeout_s: float) -> bool:
+    custom = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    docs = [d for d in yaml.safe_load_all(JOB_SAMPLE.read_text()) if isinstance(d, dict)]
+    job = next(d for d in docs if d.get("kind") == "RayJob")
+    name = job["metadata"]["name"]
+    ns = job["metadata"].get("namespace", "default")
+    for cm in (d for d in docs if d.get("kind") == "ConfigMap"):  # sample_code.py, mounted by the head
+        body: Any = cm
+        await _create(f"ConfigMap {ns}/{cm['metadata']['name']}", core.create_namespaced_config_map(ns, body))
+    await _create(f"RayJob {ns}/{name} from {JOB_SAMPLE.name}",
+                  custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayjobs", job))
+    try:
+        return await asyncio.wait_for(_watch_job(custom, ns, name), timeout_s)
+    except TimeoutError:
+        print(f"demo: RayJob {ns}/{name} not finished after {timeout_s:.0f}s", flush=True)
+        return False
+
+
+async def _watch_job(custom: client.CustomObjectsApi, ns: str, name: str) -> bool:
+    """Every status the RayJob goes through (a watch, so no transition is missed)."""
+    last = ""
+    while True:
+        stream = watch.Watch().stream(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayjobs",
+                                      field_selector=f"metadata.name={name}", timeout_seconds=60)
+        async for event in stream:
+            status = (event["object"] or {}).get("status") or {}
+            deployment = status.get("jobDeploymentStatus") or "New"
+            line = (f"RayJob {name}: jobDeploymentStatus={deployment} "
+                    f"jobStatus={status.get('jobStatus') or '-'} cluster={status.get('rayClusterName') or '-'}")
+            if status.get("reason"):
+                line += f" reason={status['reason']}"
             if line != last:
                 print(f"demo: {line}", flush=True)
                 last = line
-            if status.get("state") == "ready":
-                print(f"demo: RayCluster {ns}/{name} is ready "
-                      f"(head {status.get('head', {}).get('podName', '?')})", flush=True)
-                return True
-            await asyncio.sleep(0.5)
-        print(f"demo: RayCluster {ns}/{name} not ready after {timeout_s:.0f}s", flush=True)
-        return False
+            if deployment in TERMINAL:
+                ok = deployment == "Complete" and status.get("jobStatus") == "SUCCEEDED"
+                print(f"demo: RayJob {ns}/{name} {'completed' if ok else 'did not succeed'}"
+                      f" (submitter Job {name}, Ray job {status.get('jobId', '?')})", flush=True)
+                return ok
