@@ -129,6 +129,15 @@ def _submitter_container_status(pod: Mapping[str, Any]) -> dict[str, Any] | None
     return None
 
 
+def sidecar_submitter_ended(w: Work) -> bool:
+    """SidecarMode: has the head Pod's submitter container already terminated?"""
+    if w.mode != JobSubmissionMode.SIDECAR:
+        return False
+    heads = podutil.head_pods(w.snapshot.head_pods)
+    status = _submitter_container_status(heads[0]) if len(heads) == 1 else None
+    return bool(status and as_dict(as_dict(status.get("state")).get("terminated")))
+
+
 def submitter_failed_at(w: Work) -> datetime | None:
     """When the submitter failed (K8sJobMode: the Job's Failed condition; SidecarMode: the head's
     submitter container terminated with a non-zero exit code), None if it has not."""

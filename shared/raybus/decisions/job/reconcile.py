@@ -28,6 +28,7 @@ from raybus.decisions.job.checks import (
     check_backoff_limit,
     check_pre_running_deadline,
     is_job_terminal,
+    sidecar_submitter_ended,
     update_status_to_suspending_if_needed,
 )
 from raybus.decisions.job.cleanup import handle_terminal
@@ -121,7 +122,12 @@ def _initializing(w: Work) -> bool:
     if cluster is None:
         return RETURN
     if not w.get("dashboardURL"):
-        if (cluster.status.state if cluster.status is not None else None) != "ready":
+        # kuberay#4199 (open in v1.7): a SidecarMode job that ends before every Pod was ever Ready
+        # leaves the head Pod not Ready for good (its submitter container terminated), so the
+        # cluster never becomes ready and the RayJob would stay Initializing. The submitter having
+        # run is what Running waits for anyway: go on and judge it there.
+        if (cluster.status.state if cluster.status is not None else None) != "ready" \
+                and not sidecar_submitter_ended(w):
             # The not-ready cluster status is reflected in the RayJob's status.
             w.st["rayClusterStatus"] = cluster.status.to_dict() if cluster.status is not None else {}
             return BREAK

@@ -258,3 +258,17 @@ def test_submitter_finished_timeout_spares_a_job_seen_terminal(obs: Any, job_sta
     build = snap(st("Running", jobStatus=job_status), sub=submitter(finished="Complete", at_seconds=20), obs=obs)
     d = decide(build(), seconds=60)
     assert d.status is not None and (d.status["jobDeploymentStatus"], d.status.get("reason", "")) == expected
+
+
+@pytest.mark.parametrize(("exit_code", "jds"), [(None, "Initializing"), (0, "Running"), (1, "Running")])
+def test_sidecar_job_that_ended_before_the_cluster_was_ready_moves_on(exit_code: int | None, jds: str) -> None:
+    """kuberay#4199: the ended submitter container keeps the head Pod not Ready, so the cluster
+    would never become ready; raybus goes on to Running, which judges the submitter."""
+    build = snap(st("Initializing", dashboardURL=None), cluster="not-ready", submissionMode="SidecarMode",
+                 pods=[head_pod(CL, exit_code=exit_code, finished_s=4)] if exit_code is not None else [])
+    d = decide(build(), seconds=5)
+    if jds == "Initializing":
+        assert d.status is None or d.status["jobDeploymentStatus"] == "Initializing"
+    else:
+        assert d.status is not None and d.status["jobDeploymentStatus"] == "Running"
+        assert d.status["dashboardURL"] == f"{CL}-head-svc.ns.svc.cluster.local:8265"
