@@ -64,9 +64,13 @@ class ClusterReconciler:
         outcome = self._ctx.outcomes.last(key)
         if outcome is None:
             return []
+        failures = real_failures(outcome.results)
+        for r in failures:
+            if r.op == "create" and r.target:  # e.g. a PodGroup whose CRD is missing: retry it
+                self._inflight.create_failed(key, r.target, batch_id=outcome.reconcile_id)
         # target lets the decision name the failed object (KubeRay's error message carries it).
         return [CommandFailure(reason=r.error_reason or "", message=r.message, target=r.target)
-                for r in real_failures(outcome.results)]
+                for r in failures]
 
     async def reconcile(self, key: ObjectKey) -> Result:
         cache, store = self._ctx.cache, self._ctx.store
@@ -103,6 +107,7 @@ class ClusterReconciler:
             last_failures=self._last_failures(key),
             batches=await self._ctx.batches.states(expectations.batches()),
             batch_id=batch_id,
+            pods_watermark=cache.rv_watermark(s.Kind.POD),
         )
         decision = reconcile_cluster(snapshot, settings=self._operator, now=datetime.now(UTC),
                                      entropy=secrets.token_hex(8))

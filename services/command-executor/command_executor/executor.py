@@ -100,13 +100,6 @@ def generated_secret_data(keys: tuple[str, ...]) -> dict[str, str]:
     return {key: base64.b64encode(secrets.token_urlsafe(32).encode()).decode() for key in keys}
 
 
-def generated_secret_data(keys: tuple[str, ...]) -> dict[str, str]:
-    """Fresh random tokens for a Secret's `data` (base64, as the API expects), generated here at
-    create time so no decision, command batch, ledger entry or log ever holds them (e.g. KubeRay's
-    auth token Secret, decisions/cluster/auth_secret.py). 32 random bytes, URL-safe base64 text."""
-    return {key: base64.b64encode(secrets.token_urlsafe(32).encode()).decode() for key in keys}
-
-
 def _rv(obj: Json | None) -> str | None:
     rv = ((obj or {}).get("metadata") or {}).get("resourceVersion")
     return str(rv) if rv else None
@@ -209,14 +202,21 @@ class Executor:
             body["metadata"] = {**(body.get("metadata") or {}), "namespace": target.namespace}
             if cmd.generated_data_keys:
                 body["data"] = {**(body.get("data") or {}), **generated_secret_data(cmd.generated_data_keys)}
-            if cmd.generated_data_keys:
-                body["data"] = {**(body.get("data") or {}), **generated_secret_data(cmd.generated_data_keys)}
             try:
                 created = await self._kube.create(res, body, namespace=ns)
             except KubeError as exc:
-                if exc.already_exists:
-                    return 409, "already exists (earlier delivery of this batch created it)", None
-                raise
+                if not exc.already_exists:
+                    raise
+                note = "already exists (an earlier delivery or decision created it)"
+                if target.kind != "Pod":
+                    return 409, note, None
+                # Its resourceVersion tells the reconciler when its cache has seen this Pod
+                # (scale expectations): read it back, rare path (redeliveries, reused names).
+                try:
+                    existing = await self._kube.get(res, namespace=ns, name=target.name)
+                except KubeError:
+                    return 409, note, None
+                return 409, note, _rv(existing)
             return 201, "", _rv(created)
         if isinstance(cmd, DeleteObject):
             try:

@@ -23,6 +23,9 @@ class BatchState(BaseModel):
     # "Kind/namespace/name" of commands that did not take effect (failed, or skipped after an
     # earlier failure). Their objects were not created/deleted by this batch.
     not_applied: frozenset[str] = Field(default_factory=frozenset)
+    # "Kind/namespace/name" -> resourceVersion of each object this batch created (when known):
+    # once the informer cache has applied a watch event at or past it, the create has been seen.
+    created_rv: dict[str, int] = Field(default_factory=dict)
 
     def applied(self, target: str) -> bool:
         return self.settled and not self.revoked and target not in self.not_applied

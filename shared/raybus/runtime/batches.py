@@ -37,6 +37,8 @@ def state_from_results(results: list[CommandResult], finished_at: datetime) -> B
         finished_at=finished_at,
         revoked=bool(results) and all(r.expired for r in results),
         not_applied=frozenset(r.target for r in results if not r.ok),
+        created_rv={r.target: int(r.resource_version) for r in results
+                    if r.op == "create" and r.ok and r.resource_version and r.resource_version.isdigit()},
     )
 
 

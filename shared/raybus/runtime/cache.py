@@ -63,6 +63,7 @@ class ObjectCache:
         self._subs: list[Any] = []
         self._catching_up: list[asyncio.Event] = []
         self._seen: set[str] = set()
+        self._rv_watermark: dict[str, int] = {}
 
     async def start(self) -> None:
         """Subscribe per kind (a reconciler never decodes kinds it doesn't need) and return once
@@ -167,6 +168,14 @@ class ObjectCache:
     def apply(self, event: ObjectEvent) -> None:
         if event.kind not in self._kinds:
             return
+        if event.type != "SYNC" and event.resource_version and event.resource_version.isdigit():
+            # Watch events reach the watcher in resourceVersion order and it publishes them in
+            # that order, so the highest one applied is a watermark: every change of this kind up
+            # to it is in the cache. (Relist SYNC events come in key order, not rv order: they
+            # never move it.) Expectations use it to tell "not seen yet" from "gone".
+            rv = int(event.resource_version)
+            if rv > self._rv_watermark.get(event.kind, 0):
+                self._rv_watermark[event.kind] = rv
         key = (event.kind, event.key.namespace, event.key.name)
         old = self._objects.get(key)
         if old is not None:
@@ -188,6 +197,10 @@ class ObjectCache:
             self._by_cluster[(key[0], key[1], cluster)].discard(key[2])
         for ref in obj.get("metadata", {}).get("ownerReferences") or []:
             self._by_owner[(key[0], key[1], ref.get("kind", ""), ref.get("name", ""))].discard(key[2])
+
+    def rv_watermark(self, kind: s.Kind) -> int | None:
+        """Highest resourceVersion of a `kind` watch event applied (None: none seen yet)."""
+        return self._rv_watermark.get(kind.value)
 
     def applied(self, kind: str) -> int:
         return self._last_seq_by_kind.get(kind, 0)

@@ -110,6 +110,7 @@ def _verdict(
     namespace: str,
     now: datetime,
     timeout: float,
+    watermark: int | None,
 ) -> str:
     """isPodScaled, batch-aware: "met", "pending", or "not-applied" (dropped, name retried)."""
     state = batches.get(item.batch) if batches is not None and item.batch else None
@@ -125,10 +126,17 @@ def _verdict(
         return "pending"
     if not state.settled:
         return "pending"  # queued or being applied: it may still land, never replace it
-    if not state.applied(pod_target(namespace, item.name)):
+    target = pod_target(namespace, item.name)
+    if not state.applied(target):
         return "not-applied"
     if item.name in existing:
         return "met"
+    created_rv = state.created_rv.get(target)
+    if created_rv is not None:
+        # The Pod was created at created_rv: once the cache has applied a watch event at or past
+        # it, the Pod's absence means it is gone (deleted since), not late. Until then it is only
+        # not seen yet, however long the watch lags: no timeout can be right about that.
+        return "met" if watermark is not None and watermark >= created_rv else "pending"
     finished = state.finished_at or item.recorded_at
     return "met" if finished + timedelta(seconds=timeout) < now else "pending"
 
@@ -142,10 +150,12 @@ def check_satisfied(
     timeout_seconds: float = DEFAULT_EXPECTATIONS_TIMEOUT_SECONDS,
     batches: dict[str, BatchState] | None = None,
     namespace: str = "",
+    watermark: int | None = None,
 ) -> tuple[bool, ScaleExpectations]:
     """IsSatisfied: (all expectations of ``group`` met, expectations with the met ones dropped).
 
-    ``batches`` holds the state of every batch the expectations name (None: pre-ledger behaviour).
+    ``batches`` holds the state of every batch the expectations name (None: pre-ledger behaviour);
+    ``watermark`` is the highest Pod resourceVersion the cache has applied (None: unknown).
     Creates that did not happen are dropped and their names queued in ``retry`` for reuse."""
     existing = frozenset(existing_pod_names)
     items = expectations.for_group(group)
@@ -155,7 +165,7 @@ def check_satisfied(
     retry = list(expectations.retry.get(group, ()))
     for item in items:
         verdict = _verdict(item, existing=existing, batches=batches, namespace=namespace, now=now,
-                           timeout=timeout_seconds)
+                           timeout=timeout_seconds, watermark=watermark)
         if verdict == "pending":
             pending.append(item)
         elif verdict == "not-applied" and item.action is ScaleAction.CREATE and item.name not in retry:

@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from raybus.api.raycluster import RayCluster
-from raybus.decisions.cluster import podutil
 from raybus.decisions.batches import BatchState
+from raybus.decisions.cluster import podutil
 from raybus.decisions.cluster.expectations import (
     ScaleAction,
     ScaleExpectations,
@@ -88,6 +88,7 @@ class PodPlan:
     names: NameAllocator
     batch_id: str = ""  # the batch this round's commands go out in (expectations name it)
     batches: dict[str, BatchState] | None = None  # states of the batches expectations name
+    pods_watermark: int | None = None  # highest Pod resourceVersion the cache has applied
     commands: list[Command] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     cleared_workers_to_delete: list[str] = field(default_factory=list)
@@ -110,6 +111,7 @@ class PodPlan:
             timeout_seconds=timeout,
             batches=self.batches,
             namespace=self.namespace,
+            watermark=self.pods_watermark,
         )
         return ok
 

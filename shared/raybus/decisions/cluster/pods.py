@@ -330,6 +330,7 @@ def reconcile_pods(
     entropy: str,
     batch_id: str = "",
     batches: dict[str, BatchState] | None = None,
+    pods_watermark: int | None = None,
 ) -> PodsOutcome:
     """reconcilePods on a defaulted cluster. Pure: returns commands + updated expectations."""
     plan = PodPlan(
@@ -341,6 +342,7 @@ def reconcile_pods(
         expectations=expectations,
         batch_id=batch_id,
         batches=batches,
+        pods_watermark=pods_watermark,
         names=NameAllocator(
             entropy=entropy,
             taken=[podutil.name(p) for p in pods]

@@ -98,6 +98,7 @@ class ClusterSnapshot(BaseModel):
     # and the id of the batch this round's commands will go out in.
     batches: dict[str, BatchState] | None = None
     batch_id: str = ""
+    pods_watermark: int | None = None  # highest Pod resourceVersion the cache has applied
 
 
 class ClusterDecision(BaseModel):
@@ -268,13 +269,20 @@ def reconcile_cluster(
     commands += owned.commands
     reasons += owned.reasons
     error = owned.error
+    awaiting_pod_group = False
     if error is None and settings.batch_scheduler and pods_may_be_reconciled(cluster, settings):
         commands += pod_group_failure_events(
             cluster, [(f.target, f.message) for f in snapshot.last_failures], settings=settings
         )
-        # DoBatchSchedulingOnSubmission: first in the batch, so a failed PodGroup write stops the Pods.
-        commands += reconcile_pod_group(cluster, existing=list(snapshot.pod_groups), settings=settings)
-    if error is None:
+        # DoBatchSchedulingOnSubmission returns before any Pod when the PodGroup cannot be written.
+        # Our create is asynchronous, so the Pods wait until the PodGroup is seen (the watcher's
+        # PodGroup event wakes us): never a gang member without its gang.
+        pod_group = reconcile_pod_group(cluster, existing=list(snapshot.pod_groups), settings=settings)
+        commands += pod_group
+        awaiting_pod_group = any(isinstance(c, CreateObject) for c in pod_group)
+        if awaiting_pod_group:
+            reasons.append("waiting for the batch scheduler's PodGroup before reconciling Pods")
+    if error is None and not awaiting_pod_group:
         pods = reconcile_pods(
             cluster,
             pods=list(snapshot.pods),
@@ -284,6 +292,7 @@ def reconcile_cluster(
             entropy=entropy,
             batch_id=snapshot.batch_id,
             batches=snapshot.batches,
+            pods_watermark=snapshot.pods_watermark,
         )
         commands += [_with_scheduler_metadata(cluster, c, settings) for c in pods.commands]
         reasons += pods.reasons
@@ -329,7 +338,7 @@ def reconcile_cluster(
     requeue: float | None
     if error is not None or previous is not None:
         requeue = None
-    elif calculate_failed or status is not None:
+    elif calculate_failed or status is not None or awaiting_pod_group:
         requeue = DEFAULT_REQUEUE_SECONDS
     else:
         requeue = float(settings.raycluster_default_requeue_seconds)

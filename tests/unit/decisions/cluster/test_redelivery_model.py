@@ -6,9 +6,9 @@ The model is the pipeline with every way a command can be late: the reconciler (
 "published by me", then the ledger with revocation), a work queue of batches delivered in any
 order, redelivered and duplicated, an executor that claims batches in the ledger and may crash
 mid-batch (leaving its claim to lapse), Outcomes that may be lost, an informer cache that lags the
-API server (by less than KubeRay's 30 s ExpectationsTimeout, the one assumption KubeRay makes
-too), pods that fail, a clock that jumps past every timeout, and reconciler restarts that forget
-everything in memory. Invariants: never two head Pods at once; once everything has been
+API server by any amount (KubeRay assumes less than its 30 s ExpectationsTimeout; raybus waits for
+the cache to pass each create's resourceVersion instead), pods that fail, a clock that jumps past
+every timeout, and reconciler restarts that forget everything in memory. Invariants: never two head Pods at once; once everything has been
 delivered and the reconciler has settled, exactly one head and the desired number of workers.
 """
 
@@ -38,6 +38,7 @@ SETTINGS = OperatorSettings()
 class Result:
     target: str
     ok: bool
+    rv: int | None = None  # resourceVersion of a created object
 
 
 @dataclass
@@ -70,7 +71,8 @@ class RedeliveryModel(RuleBasedStateMachine):
         self.reject_next_create = False
         self.ids = itertools.count()
         self.max_heads = 0
-        self.synced_at = T0
+        self.rv = 0  # the API server's resourceVersion counter
+        self.watermark: int | None = None  # highest resourceVersion the cache has applied
 
     # --- the reconciler --------------------------------------------------------------------------
     def _state(self, batch_id: str) -> BatchState:
@@ -93,7 +95,8 @@ class RedeliveryModel(RuleBasedStateMachine):
             return BatchState(settled=True, finished_at=self.ledger.finished[batch_id], revoked=True)
         results = self.ledger.results[batch_id]
         return BatchState(settled=True, finished_at=self.ledger.finished[batch_id],
-                          not_applied=frozenset(r.target for r in results if not r.ok))
+                          not_applied=frozenset(r.target for r in results if not r.ok),
+                          created_rv={r.target: r.rv for r in results if r.ok and r.rv is not None})
 
     def _cluster(self) -> Any:
         return make_cluster(groups=[worker_group("small", replicas=self.desired, maxReplicas=10)])
@@ -104,7 +107,8 @@ class RedeliveryModel(RuleBasedStateMachine):
         snapshot = ClusterSnapshot(
             cluster=self._cluster(), pods=list(self.cache.values()), services=list(self.services),
             expectations=self.redis, last_failures=self.last_failures,
-            batches={b: self._state(b) for b in self.redis.batches()}, batch_id=batch_id)
+            batches={b: self._state(b) for b in self.redis.batches()}, batch_id=batch_id,
+            pods_watermark=self.watermark)
         decision = reconcile_cluster(snapshot, settings=SETTINGS, now=self.now, entropy=batch_id)
         self.redis = decision.expectations  # saved before publishing
         commands = [c for c in decision.commands if isinstance(c, CreateObject | DeleteObject)]
@@ -133,12 +137,18 @@ class RedeliveryModel(RuleBasedStateMachine):
             if self.reject_next_create and meta["name"] not in self.api:
                 self.reject_next_create = False
                 return Result(target, False)  # e.g. 403 quota
-            self.api.setdefault(meta["name"], running(copy.deepcopy(cmd.object)))
+            if meta["name"] not in self.api:
+                self.rv += 1
+                pod = running(copy.deepcopy(cmd.object))
+                pod["metadata"]["resourceVersion"] = str(self.rv)
+                self.api[meta["name"]] = pod
             heads = [p for p in self.api.values() if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
             self.max_heads = max(self.max_heads, len(heads))
-            return Result(target, True)
+            # 201 with the new object's version; 409 AlreadyExists: the executor reads it back
+            return Result(target, True, int(self.api[meta["name"]]["metadata"]["resourceVersion"]))
         target = f"Pod/ns/{cmd.target.name}"
-        self.api.pop(cmd.target.name, None)
+        if self.api.pop(cmd.target.name, None) is not None:
+            self.rv += 1
         return Result(target, True)
 
     @rule(data=st.data(), crash_after=st.one_of(st.none(), st.integers(0, 3)),
@@ -181,15 +191,13 @@ class RedeliveryModel(RuleBasedStateMachine):
     @rule()
     def sync_cache(self) -> None:
         self.cache = copy.deepcopy(self.api)
-        self.synced_at = self.now
+        self.watermark = self.rv
 
-    @rule(seconds=st.sampled_from([1, 5, 29, 31, 120]))
+    @rule(seconds=st.sampled_from([1, 5, 29, 31, 120, 600]))
     def tick(self, seconds: int) -> None:
-        # The one assumption KubeRay makes too (ExpectationsTimeout): the informer cache is never
-        # 30 s behind the API server. Commands may be late by any amount.
+        # No bound on how far the cache may lag: commands and watches may both be late by any
+        # amount (a create's expectation waits for the cache to pass its resourceVersion).
         self.now += timedelta(seconds=seconds)
-        if self.now - self.synced_at >= timedelta(seconds=29):
-            self.sync_cache()
 
     @rule(desired=st.integers(0, 4))
     def scale(self, desired: int) -> None:
@@ -203,7 +211,9 @@ class RedeliveryModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def pod_fails(self, data: st.DataObject) -> None:
         name = data.draw(st.sampled_from(sorted(self.api)))
+        self.rv += 1
         self.api[name]["status"]["phase"] = "Failed"
+        self.api[name]["metadata"]["resourceVersion"] = str(self.rv)
 
     # --- invariants ------------------------------------------------------------------------------------
     @invariant()
