@@ -115,3 +115,46 @@ def test_forget_pods_drops_failed_ones_everywhere() -> None:
     out = forget_pods(exp, ["a", "h"])
     assert [p.name for p in out.for_group("g")] == ["b"] and out.for_group(HEAD_GROUP) == ()
     assert forget_pods(exp, []) == exp
+
+
+# --- batch-aware expectations: late commands and lagging caches -------------------------------------
+from raybus.decisions.batches import IN_FLIGHT, BatchState  # noqa: E402
+from raybus.decisions.cluster.expectations import pod_target, take_retry_name  # noqa: E402
+
+DONE = BatchState(settled=True, finished_at=T0, created_rv={pod_target("ns", "pod-a"): 50})
+FAILED = BatchState(settled=True, finished_at=T0, not_applied=frozenset({pod_target("ns", "pod-a")}))
+REVOKED = BatchState(settled=True, finished_at=T0, revoked=True)
+DONE_NO_RV = BatchState(settled=True, finished_at=T0)
+
+
+@pytest.mark.parametrize(("state", "exists", "watermark", "elapsed", "satisfied", "retry"), [
+    (IN_FLIGHT, False, 100, 3600, False, ()),  # queued for an hour: still expected, never replaced
+    (DONE, True, 10, 0, True, ()),  # seen
+    (DONE, False, 49, 3600, False, ()),  # created at 50, cache only at 49: not seen yet
+    (DONE, False, 50, 0, True, ()),  # cache past its creation and it is not there: gone
+    (DONE, False, None, 3600, False, ()),  # the cache has seen no Pod event at all yet
+    (DONE_NO_RV, False, 100, 29, False, ()),  # unknown version: KubeRay's 30 s from completion
+    (DONE_NO_RV, False, 100, 31, True, ()),
+    (FAILED, False, 100, 0, True, ("pod-a",)),  # rejected: dropped, its name reused
+    (REVOKED, False, 100, 0, True, ("pod-a",)),  # never applied: dropped, its name reused
+])
+def test_create_expectation_with_batch_states(state: BatchState, exists: bool, watermark: int | None,
+                                              elapsed: int, satisfied: bool, retry: tuple[str, ...]) -> None:
+    exp = expect_scale_pod(ScaleExpectations(), group="g", pod_name="pod-a", action=ScaleAction.CREATE,
+                           now=T0 - timedelta(hours=2), batch="b1")
+    ok, remaining = check_satisfied(exp, group="g", existing_pod_names=["pod-a"] if exists else [],
+                                    now=T0 + timedelta(seconds=elapsed), batches={"b1": state},
+                                    namespace="ns", watermark=watermark)
+    assert ok is satisfied
+    assert remaining.retry.get("g", ()) == retry
+
+
+def test_retry_names_are_reused_once_and_skip_existing_pods() -> None:
+    exp = ScaleExpectations(retry={"g": ("a", "b")})
+    name, exp = take_retry_name(exp, group="g", taken=["a"])
+    assert name == "b" and exp.retry == {}
+    name, exp = take_retry_name(exp, group="g", taken=[])
+    assert name is None
+    exp = expect_scale_pod(ScaleExpectations(retry={"g": ("c",)}), group="g", pod_name="c",
+                           action=ScaleAction.CREATE, now=T0, batch="b2")
+    assert exp.retry == {} and exp.for_group("g")[0].batch == "b2"
