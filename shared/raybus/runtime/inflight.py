@@ -139,6 +139,15 @@ class InFlightWrites:
             out.append(cmd)
         return out
 
+    def create_failed(self, key: ObjectKey, target: str, *, batch_id: str) -> None:
+        """The create of `target` ("Kind/namespace/name") sent in `batch_id` failed: the next
+        decision may ask for it again at once (a failed create is not "in flight")."""
+        kind, _, rest = target.partition("/")
+        namespace, _, name = rest.partition("/")
+        sent = self._creates.get(key) or {}
+        if sent.get((kind, namespace, name)) == batch_id:
+            sent.pop((kind, namespace, name), None)
+
     def forget(self, key: ObjectKey) -> None:
         """The object is gone: drop what was remembered for it, and batches nobody else refers to."""
         self._status.pop(key, None)

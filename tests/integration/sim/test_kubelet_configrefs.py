@@ -63,7 +63,7 @@ async def test_missing_secret_env_is_create_container_config_error_until_it_exis
     await core.create_namespaced_secret(NS, {"metadata": {"name": "tok"}, "data": {"other": "eA=="}})
 
     async def missing_key() -> str | None:
-        reason, message = _waiting(await _read(core, "p-env"))
+        _, message = _waiting(await _read(core, "p-env"))
         return message if message and "couldn't find key" in message else None
 
     assert await eventually(missing_key) == "couldn't find key auth_token in Secret default/tok"

@@ -9,11 +9,12 @@ Every plugin has two hooks KubeRay calls from reconcilePods / createHeadPod / cr
   the cluster has the ``ray.io/gang-scheduling-enabled`` label; yunikorn needs nothing up front.
 - ``AddMetadataToChildResource`` on every Pod it creates: labels, annotations and schedulerName.
 
-raybus sends the PodGroup command first in the same batch as the Pods: the executor stops a batch
-at its first failed command, so a failed PodGroup write keeps the Pods from being created, as
-KubeRay's early return does. KubeRay refuses to start when the PodGroup CRD is missing (volcano,
-older releases) or fails every reconcile (newer ones); raybus records a clear Warning Event naming
-the missing CRD and retries with the controller's backoff, so installing the CRD later recovers.
+KubeRay creates the PodGroup synchronously and only then the Pods; raybus's create is asynchronous,
+so a round that has to create the PodGroup creates no Pod: they follow once the PodGroup is seen
+(the watcher's PodGroup event wakes the cluster), so no gang member ever exists without its gang.
+KubeRay refuses to start when the PodGroup CRD is missing (volcano, older releases) or fails every
+reconcile (newer ones); raybus records a clear Warning Event naming the missing CRD and retries
+with the controller's backoff, so installing the CRD later recovers.
 The gang PodGroups of RayJob-created clusters belong to the RayJob controller (skipped here).
 """
 

@@ -23,7 +23,7 @@ from raybus.decisions.cluster.reconcile import (
     reconcile_cluster,
 )
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.decisions.commands import CreateObject, PatchObject, RecordEvent
+from raybus.decisions.commands import PatchObject, RecordEvent
 from tests.conftest import SAMPLES
 from tests.unit.decisions.cluster.test_reconcile_helpers import (
     apply,
@@ -57,10 +57,12 @@ def test_unknown_batch_scheduler_refuses_to_start() -> None:
 def test_volcano_pod_group_first_then_pods_with_metadata() -> None:
     rc = labelled({"volcano.sh/queue-name": "kuberay-test-queue", "ray.io/priority-class-name": "high"},
                   annotations={"note": "copied"})
-    d = decide(ClusterSnapshot(cluster=rc), VOLCANO)
-    kinds = [c.object["kind"] for c in d.commands if isinstance(c, CreateObject)]
-    assert kinds.index("PodGroup") < kinds.index("Pod")
-    (pg,) = [c.object for c in creates(d, "PodGroup")]
+    first = decide(ClusterSnapshot(cluster=rc), VOLCANO)
+    # No gang member before its gang: this round only creates the PodGroup (and the head Service).
+    assert creates(first, "Pod") == [] and first.requeue_after == 2.0
+    (pg,) = [c.object for c in creates(first, "PodGroup")]
+    d = decide(apply(ClusterSnapshot(cluster=rc), first), VOLCANO, seconds=1)
+    assert creates(d, "PodGroup") == [] and len(creates(d, "Pod")) == 3
     assert pg["apiVersion"] == "scheduling.volcano.sh/v1beta1" and pg["metadata"]["name"] == "ray-demo-pg"
     assert pg["metadata"]["annotations"] == {"note": "copied"}
     assert pg["metadata"]["ownerReferences"][0]["controller"] is True
@@ -106,7 +108,7 @@ def test_volcano_pod_group_is_updated_when_the_size_changes() -> None:
     assert patch.merge_patch["spec"]["minMember"] == 5 and patch.merge_patch["spec"]["minResources"]["cpu"] == "5"
 
 
-def test_volcano_skips_clusters_of_a_ray_job() -> None:
+def test_volcano_skips_clusters_of_a_ray_job() -> None:  # (their Pods go ahead at once)
     rc = labelled({"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": "job"})
     d = decide(ClusterSnapshot(cluster=rc), VOLCANO)
     assert creates(d, "PodGroup") == []
@@ -126,6 +128,7 @@ def test_missing_crd_gives_a_clear_warning_and_no_crash() -> None:
     assert event.type == "Warning" and event.event_reason == "FailedToCreatePodGroup"
     assert "podgroups.scheduling.volcano.sh" in event.message and "ray-demo-pg" in event.message
     assert creates(d, "PodGroup") and d.requeue_after is None  # retried with the rate limiter's backoff
+    assert creates(d, "Pod") == []  # still no Pod without the PodGroup
 
 
 def test_volcano_converges_and_creates_the_pod_group_once() -> None:
@@ -170,8 +173,10 @@ def test_yunikorn_without_gang_label_has_no_task_groups() -> None:
 # --- scheduler-plugins -----------------------------------------------------------------------------------
 def test_scheduler_plugins_gang_pod_group() -> None:
     rc = labelled({"ray.io/gang-scheduling-enabled": "true"})
-    d = decide(ClusterSnapshot(cluster=rc), PLUGINS)
-    (pg,) = [c.object for c in creates(d, "PodGroup")]
+    first = decide(ClusterSnapshot(cluster=rc), PLUGINS)
+    assert creates(first, "Pod") == []
+    (pg,) = [c.object for c in creates(first, "PodGroup")]
+    d = decide(apply(ClusterSnapshot(cluster=rc), first), PLUGINS, seconds=1)
     assert pg["apiVersion"] == "scheduling.x-k8s.io/v1alpha1" and pg["metadata"]["name"] == "demo"
     assert pg["spec"] == {"minMember": 3, "minResources": {"cpu": "3", "memory": "2Gi"}}
     assert "controller" not in pg["metadata"]["ownerReferences"][0]
