@@ -80,8 +80,11 @@ async def test_sample_completes_through_its_submitter_job(jobs: Jobs, ledger: tu
     assert clusters.with_prefix(name) == {cluster_name: [cluster["metadata"]["uid"]]}
     assert list(submitters.with_prefix(name)) == [name] and len(submitters.added[name]) == 1
     assert await jobs.submissions(cluster_name) == 1
-    events = {e["reason"] for e in await jobs.kube.events(name, "CreatedRayCluster")}
-    assert events == {"CreatedRayCluster"}
+    # KubeRay records its Events on the RayJob (the executor: the batch's primary object).
+    for reason in ("CreatedRayCluster", "CreatedRayJobSubmitter", "CreatedService"):
+        involved = {(o["kind"], o["name"], o.get("uid")) for o in
+                    [e["involvedObject"] for e in await jobs.kube.events(name, reason)] if o["kind"] == "RayJob"}
+        assert involved == {("RayJob", name, uid)}, reason  # (the RayCluster's own CreatedService is its own)
 
 
 FAIL = "python -c 'import sys; sys.exit(1)'"
