@@ -132,8 +132,7 @@ def configure_submitter_container(container: dict[str, Any], job: RayJob, *, mod
     # K8sJobMode keeps a user's command; SidecarMode always uses the default one. Without bash's -e
     # the script would go on after a failing command.
     if not container.get("command") or mode == JobSubmissionMode.SIDECAR:
-        base = container_command(login_shell=settings.enable_login_shell)
-        container["command"] = [base[0], base[1] + "e", base[2]]
+        container["command"] = container_command(login_shell=settings.enable_login_shell, additional_options="e")
         container["args"] = [" ".join(cmd)]
     env: list[Any] = list(as_list(container.get("env")))
     env.append({"name": c.PYTHON_UNBUFFERED_ENV_VAR_NAME, "value": "1"})

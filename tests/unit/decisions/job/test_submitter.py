@@ -126,7 +126,8 @@ def test_default_submitter_template_uses_head_image_bash_ce_and_env() -> None:
 def test_login_shell_setting() -> None:
     tpl = submitter_template(template_job(), job_id="j", dashboard_url="u", cluster_name="c", cluster_spec=_spec(),
                              settings=OperatorSettings(enable_login_shell=True))
-    assert tpl["spec"]["containers"][0]["command"] == ["/bin/bash", "-lce", "--"]
+    # GetContainerCommand([]string{"e"}) under ENABLE_LOGIN_SHELL: options first, then l (TestGetContainerCommand).
+    assert tpl["spec"]["containers"][0]["command"] == ["/bin/bash", "-cel", "--"]
 
 
 def test_user_submitter_template_keeps_its_command() -> None:
