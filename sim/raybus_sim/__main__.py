@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 from pathlib import Path
 
+import aiohttp
+import yaml
 from aiohttp import web
 
 from raybus_sim.apiserver import DEFAULT_CRD_DIR, start_apiserver, write_kubeconfig
@@ -16,9 +19,48 @@ from raybus_sim.dashboard import DashboardRegistry, create_dashboard_app
 from raybus_sim.heads import HeadDashboardSync
 
 
+RBAC_KINDS = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
+              "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+              "Role": "roles", "RoleBinding": "rolebindings"}
+
+
+def _token_key(path: Path | None) -> bytes | None:
+    """The token signing key, kept in a file so a restarted API server accepts earlier tokens."""
+    if path is None:
+        return None
+    if not path.exists():
+        path.write_bytes(os.urandom(32))
+    return path.read_bytes()
+
+
+async def _apply_rbac(api_url: str, manifest: Path) -> None:
+    """Create the manifest's Namespaces, ServiceAccounts and RBAC objects (as an admin applying
+    deploy/k8s/raybus.yaml would); everything else in it (Deployments, ...) is not needed here."""
+    async with aiohttp.ClientSession() as http:
+        for doc in yaml.safe_load_all(manifest.read_text()):
+            if not isinstance(doc, dict) or doc.get("kind") not in RBAC_KINDS:
+                continue
+            group_version = str(doc["apiVersion"])
+            plural = RBAC_KINDS[doc["kind"]]
+            ns = (doc.get("metadata") or {}).get("namespace")
+            base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+            path = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
+            async with http.post(api_url + path, json=doc) as resp:
+                if resp.status not in (200, 201, 409):
+                    raise RuntimeError(f"applying {doc['kind']} from {manifest}: {resp.status} "
+                                       f"{await resp.text()}")
+
+
 async def _main(args: argparse.Namespace) -> None:
     api = await start_apiserver(args.host, args.port, crd_dir=Path(args.crd_dir),
-                                state_file=args.state_file)
+                                state_file=args.state_file, token_key=_token_key(args.token_key_file))
+    if args.rbac_manifest:
+        await _apply_rbac(api.url, Path(args.rbac_manifest))
+    for spec in args.sa_kubeconfig:  # ns/serviceaccount=path: an RBAC-checked client
+        who, _, path = spec.partition("=")
+        namespace, _, name = who.partition("/")
+        token = api.service_account_token(namespace, name, expiration_s=365 * 24 * 3600)
+        write_kubeconfig(path, api.url, token=token)
     registry = DashboardRegistry()
     api.store.listeners.append(HeadDashboardSync(registry))
     if api.state.kubelet is not None:  # submitter containers talk to these dashboards
@@ -48,6 +90,11 @@ def main() -> None:
     p.add_argument("--crd-dir", default=str(DEFAULT_CRD_DIR))
     p.add_argument("--state-file", type=Path)
     p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--rbac-manifest", type=Path,
+                   help="create the Namespaces/ServiceAccounts/RBAC objects of this manifest at start")
+    p.add_argument("--sa-kubeconfig", action="append", default=[], metavar="NS/SA=PATH",
+                   help="write a kubeconfig with a ServiceAccount token (RBAC-checked), repeatable")
+    p.add_argument("--token-key-file", type=Path, help="ServiceAccount token signing key (kept)")
     args = p.parse_args()
     logging.basicConfig(level=args.log_level)
     asyncio.run(_main(args))

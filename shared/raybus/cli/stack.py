@@ -23,6 +23,9 @@ from raybus.testing.servers import (
 
 SERVICES = ["watcher", "command_executor", "cluster_reconciler", "job_reconciler",
             "service_reconciler", "dashboard_poller"]
+# The services that talk to Kubernetes, and their ServiceAccounts in deploy/k8s/raybus.yaml.
+SERVICE_ACCOUNTS = {"watcher": "raybus-watcher", "command_executor": "raybus-command-executor"}
+RBAC_MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "k8s" / "raybus.yaml"
 
 
 @dataclass
@@ -46,10 +49,16 @@ class LocalStack:
     env: dict[str, str] = field(default_factory=dict)
     api_port: int = 0
     dashboard_port: int = 0
+    rbac: bool = True  # watcher/executor use their ServiceAccounts' RBAC-checked tokens
 
     @property
     def kubeconfig(self) -> Path:
+        """The admin's kubeconfig (what a user's kubectl uses)."""
         return (self.home / "kubeconfig").resolve()
+
+    def service_kubeconfig(self, service: str) -> Path:
+        """The kubeconfig of a service's ServiceAccount (RBAC-checked, as deployed)."""
+        return (self.home / f"kubeconfig-{service}").resolve()
 
     @property
     def api_url(self) -> str:
@@ -73,10 +82,19 @@ class LocalStack:
             **self.extra_env,
         }
         (self.home / "env").write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
+        # The watcher and the command-executor run with their ServiceAccounts' tokens, bound to
+        # the ClusterRoles of deploy/k8s/raybus.yaml: every missing permission shows up here, as
+        # a real cluster would refuse it, not only in production.
+        rbac: list[str] = []
+        if self.rbac:
+            rbac = ["--rbac-manifest", str(RBAC_MANIFEST),
+                    "--token-key-file", str((self.home / "token.key").resolve())]
+            for service, account in SERVICE_ACCOUNTS.items():
+                rbac += ["--sa-kubeconfig", f"raybus-system/{account}={self.service_kubeconfig(service)}"]
         sim = self.spawn("kube-sim", ["-m", "raybus_sim", "--port", str(self.api_port),
                                       "--dashboard-port", str(self.dashboard_port),
                                       "--kubeconfig", str(self.kubeconfig),
-                                      "--state-file", str(self.home / "apiserver-state.json")])
+                                      "--state-file", str(self.home / "apiserver-state.json"), *rbac])
         wait_for_line(sim, "kube-sim ready")
         started = []
         for service in self.services:
@@ -90,12 +108,16 @@ class LocalStack:
     def spawn(self, name: str, args: list[str]) -> Proc:
         log = self.home / "logs" / f"{name}.log"
         argv = [sys.executable, *args]
+        env = {**os.environ, **self.env}
+        service = args[1] if len(args) > 1 and args[0] == "-m" else ""
+        if self.rbac and service in SERVICE_ACCOUNTS:
+            env["RAYBUS_KUBECONFIG"] = str(self.service_kubeconfig(service))
         offset = log.stat().st_size if log.exists() else 0
         # Own session: a terminal's Ctrl-C reaches `raybus up`, which stops children in order.
         # die_with_parent: if `raybus up` itself is killed, the children go too.
         with log.open("ab") as out:
             popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **self.env}, start_new_session=True,
+                                     env=env, start_new_session=True,
                                      preexec_fn=die_with_parent())
         proc = Proc(name=name, argv=argv, popen=popen, log=log, log_offset=offset)
         self.procs.append(proc)

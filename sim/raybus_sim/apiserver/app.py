@@ -120,16 +120,18 @@ def _bootstrap(store: Store) -> None:
 def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path | str | None = None,
                history_size: int = 10000, kubelet: bool | Any = True, watch_timeout: float = 1800.0,
                bookmark_interval: float = 60.0, orphan_check_delay: float = 0.5,
-               watch_list: bool = False) -> web.Application:
+               watch_list: bool = False, token_key: bytes | None = None) -> web.Application:
     """kubelet: True for defaults, False to disable, or a raybus_sim.kubelet.KubeletConfig.
-    watch_list: the WatchList feature gate (off in 1.33: watches with sendInitialEvents get 422)."""
+    watch_list: the WatchList feature gate (off in 1.33: watches with sendInitialEvents get 422).
+    token_key: the ServiceAccount token signing key (default: random per start); a stack that
+    restarts its API server passes the same key so its services' tokens stay valid."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
     registry = new_registry()
     store = Store(registry, history_size=history_size)
     store.listeners.append(_crd_listener(store))
     state = ServerState(registry, store, watch_timeout=watch_timeout, bookmark_interval=bookmark_interval,
                         watch_list=watch_list)
-    state.authenticator, state.authorizer = Authenticator(store), Authorizer(store)
+    state.authenticator, state.authorizer = Authenticator(store, key=token_key), Authorizer(store)
     app[STATE] = state
     state_path = Path(state_file) if state_file else None
     if state_path and state_path.exists():

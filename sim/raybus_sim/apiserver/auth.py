@@ -80,9 +80,9 @@ def _b64(data: bytes) -> str:
 
 
 class Authenticator:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, key: bytes | None = None) -> None:
         self.store = store
-        self._key = os.urandom(32)
+        self._key = key or os.urandom(32)
         self._verified: dict[str, tuple[str, str, str, float]] = {}
 
     def mint(self, namespace: str, name: str, *, expiration_s: int = 3600) -> tuple[str, int]:
