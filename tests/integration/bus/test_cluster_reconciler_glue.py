@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from nats.js.errors import NotFoundError
 import pytest
 import yaml
+from nats.js.errors import NotFoundError
 
 from cluster_reconciler.app import ClusterReconcilerApp
 from raybus.adapters.redis_state import EXPECTATIONS
