@@ -33,6 +33,7 @@ from raybus.bus import subjects as s
 
 DAY = 24 * 3600.0
 COMMAND_MAX_AGE_S = 3600.0
+OUTCOMES_PER_OBJECT = 16
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,11 @@ def stream_configs(settings: BusSettings) -> list[StreamConfig]:
         _stream(name=s.STREAM_STATUS, subjects=[s.status_filter()],
                 retention=RetentionPolicy.WORK_QUEUE, max_msgs_per_subject=1,
                 discard=DiscardPolicy.OLD, duplicate_window=settings.duplicate_window_s),
+        # A few per object, not one: a reconciler that falls behind must still see the Outcome
+        # of a batch followed quickly by its status write's (or a next batch's). A restarted
+        # one reads the last per object, and asks the command ledger for older batches.
         _stream(name=s.STREAM_OUTCOMES, subjects=[s.outcomes_filter()],
-                     retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
+                retention=RetentionPolicy.LIMITS, max_msgs_per_subject=OUTCOMES_PER_OBJECT),
         _stream(name=s.STREAM_DASHBOARD, subjects=[s.dashboard_filter()],
                      retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
         _stream(name=s.STREAM_DASHBOARD_INTEREST, subjects=[s.dashboard_interest_filter()],
