@@ -88,6 +88,10 @@ class ClusterReconciler:
         stored = await store.load(EXPECTATIONS, namespace=key.namespace, name=key.name)
         expectations = ScaleExpectations.model_validate(stored) if stored else ScaleExpectations()
         batch_id = uuid.uuid4().hex
+        batches = await self._ctx.batches.states(expectations.batches())
+        # No await from here on: the Pods, Services, ... and the watermark must be one snapshot.
+        # The watermark is read first, so it never covers a Pod event the Pod list lacks.
+        watermark = cache.rv_watermark(s.Kind.POD)
         snapshot = ClusterSnapshot(
             cluster=cluster,
             pods=cache.labelled(s.Kind.POD, key.namespace, key.name),
@@ -105,9 +109,9 @@ class ClusterReconciler:
             pod_groups=self._owned(s.Kind.PODGROUP, key),
             expectations=expectations,
             last_failures=self._last_failures(key),
-            batches=await self._ctx.batches.states(expectations.batches()),
+            batches=batches,
             batch_id=batch_id,
-            pods_watermark=cache.rv_watermark(s.Kind.POD),
+            pods_watermark=watermark,
         )
         decision = reconcile_cluster(snapshot, settings=self._operator, now=datetime.now(UTC),
                                      entropy=secrets.token_hex(8))
