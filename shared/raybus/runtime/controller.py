@@ -27,6 +27,7 @@ from opentelemetry import trace
 from raybus.bus import subjects as s
 from raybus.bus.codec import decode_or_dead_letter
 from raybus.bus.envelopes import ObjectKey, Trigger
+from raybus.bus.publish import publish_trigger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, trigger_consumer_config
 from raybus.observability.metrics import RECONCILE_SECONDS, RECONCILES
 from raybus.observability.tracing import extract_context
@@ -129,9 +130,22 @@ class ControllerRuntime:
         task = self._fetchers.pop(p, None)
         if task is not None:
             await cancel_and_wait([task])
+        waiting = self.queue.waiting(lambda k: self.partition(k) == p)
         for pending in self.queue.drop(lambda k: self.partition(k) != p):
             with contextlib.suppress(Exception):
                 await pending.msg.nak()  # the new owner gets it at once, not after ack_wait
+        # Hand over the requeues only this replica knew of (RequeueAfter, a retry, a look again
+        # after a status write that triggers nothing): the new owner's takeover resync only sees
+        # the objects already in *its* cache, which may lag ours. The trigger carries our
+        # watermark, so the new owner decides on a snapshot at least as fresh as ours.
+        js = self._nc.jetstream()
+        for key in waiting:
+            with contextlib.suppress(Exception):
+                await publish_trigger(js, controller=self.controller, key=key, kind=self._kind.value,
+                                      cause="partition handover", objects_seq=self.cache.applied(self._kind.value),
+                                      cause_kind=self._kind.value, partitions=self.bus.partitions)
+        if waiting:
+            log.info("partition handed over", extra={"partition": p, "keys": len(waiting)})
 
     def _enqueue_partition(self, p: int) -> None:
         for ns, name in self.cache.keys(self._kind):
@@ -201,6 +215,10 @@ class ControllerRuntime:
             for pending in pendings:
                 with contextlib.suppress(Exception):
                     await pending.msg.nak()
+            if not pendings:
+                # A requeue of ours (no bus message will come back): keep it until the lease is
+                # renewed, or until the partition is dropped and handed over.
+                self.queue.add_after(key, 1.0)
             return
         parent = pendings[-1].ctx if pendings else None
         self.reconciling.add(key)

@@ -80,6 +80,10 @@ class WorkQueue(Generic[K, T]):
             self._timers.pop(key).cancel()
         return dropped
 
+    def waiting(self, predicate: Callable[[K], bool]) -> list[K]:
+        """Keys with a requeue scheduled or queued: what only this replica knows it must look at."""
+        return [k for k in {*self._dirty, *self._timers} if predicate(k)]
+
     def in_flight(self, predicate: Callable[[K], bool]) -> bool:
         return any(predicate(k) for k in self._processing)
 

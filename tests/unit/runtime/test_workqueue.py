@@ -78,3 +78,15 @@ def test_forget_drops_keys_and_returns_their_tokens() -> None:
 
     dropped, key = asyncio.run(scenario())
     assert dropped == [1] and key == "keep"
+
+
+async def test_waiting_lists_queued_and_scheduled_keys() -> None:
+    q: WorkQueue[str, int] = WorkQueue()
+    q.add("queued")
+    q.add_after("later", 30.0)
+    q.add("running")
+    assert await q.get() in (("queued", []), ("running", []))
+    assert sorted(q.waiting(lambda k: True)) in (["later", "running"], ["later", "queued"])
+    assert q.waiting(lambda k: k == "later") == ["later"]
+    q.drop(lambda k: False)
+    assert q.waiting(lambda k: True) == []
