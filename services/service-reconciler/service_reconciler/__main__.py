@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
+from raybus.decisions.service.model import ServiceSettings
 from raybus.runtime.service import common_parser, common_settings, run_service
 from service_reconciler.app import create_app
 
@@ -11,8 +13,15 @@ SERVICE = "service-reconciler"
 
 
 def main() -> None:
-    settings = common_settings(SERVICE, common_parser(SERVICE).parse_args())
-    asyncio.run(run_service(settings, create_app(settings)))
+    parser = common_parser(SERVICE)
+    parser.add_argument("--feature-gates", default=os.environ.get("RAYBUS_FEATURE_GATES", ""),
+                        help="KubeRay --feature-gates syntax, e.g. RayServiceIncrementalUpgrade=true")
+    args = parser.parse_args()
+    settings = common_settings(SERVICE, args)
+    # KubeRay's knobs (ENABLE_ZERO_DOWNTIME, ...) come from the operator's environment: read once,
+    # here at the edge, and passed into the pure decision code.
+    service_settings = ServiceSettings.from_env(os.environ, feature_gates=args.feature_gates)
+    asyncio.run(run_service(settings, create_app(settings, service_settings)))
 
 
 if __name__ == "__main__":

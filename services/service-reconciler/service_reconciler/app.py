@@ -1,30 +1,37 @@
 """service-reconciler: KubeRay's RayService controller as a bus consumer.
 
-Implemented so far: KubeRay's validation step (Ready=False ValidationFailed + Warning event).
-The RayService lifecycle (active/pending clusters, serve config, promotion, services) is not yet
-implemented: valid RayServices are logged and left untouched rather than half-handled.
+The decision is `raybus.decisions.service.reconcile_rayservice` (seed 000, steps 1-14); this
+service feeds it from the snapshot cache, the dashboard gateway and Redis, and publishes each
+decision as one step (`service_reconciler.reconciler`). The serve-config cache and the dangling
+clusters' deletion deadlines live in Redis (`service_reconciler.state`).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from raybus.api.rayservice import RayService
 from raybus.bus import subjects as s
-from raybus.decisions.job.validation import ValidationDecision
-from raybus.decisions.service.validation import rayservice_validation
-from raybus.runtime.reconciler_app import ReconcilerApp
+from raybus.decisions.service.model import ServiceSettings
+from raybus.runtime.controller import ReconcileFn
+from raybus.runtime.reconciler_app import ReconcilerApp, ReconcilerContext
 from raybus.runtime.service import CommonSettings
-from raybus.runtime.validating import validating_reconcile
+from service_reconciler.reconciler import ServiceReconciler
+
+# What the reconcile reads: its RayClusters, their head Pods, its Services and their EndpointSlices,
+# and for the incremental upgrade its Gateway and HTTPRoute.
+KINDS = [s.Kind.RAYSERVICE, s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.SERVICE, s.Kind.ENDPOINTSLICE,
+         s.Kind.GATEWAY, s.Kind.HTTPROUTE]
 
 
-def _decide(service: RayService) -> ValidationDecision | None:
-    return rayservice_validation(service, now=datetime.now(UTC))
+class ServiceReconcilerApp(ReconcilerApp):
+    def __init__(self, settings: CommonSettings, service_settings: ServiceSettings) -> None:
+        self.reconciler: ServiceReconciler | None = None
+
+        def make(ctx: ReconcilerContext) -> ReconcileFn:
+            self.reconciler = ServiceReconciler(ctx, service_settings)
+            return self.reconciler.reconcile
+
+        super().__init__(settings, controller=s.Controller.SERVICE, primary_kind=s.Kind.RAYSERVICE,
+                         kinds=KINDS, make_reconcile=make, dashboard=True)
 
 
-def create_app(settings: CommonSettings) -> ReconcilerApp:
-    return ReconcilerApp(
-        settings, controller=s.Controller.SERVICE, primary_kind=s.Kind.RAYSERVICE,
-        kinds=[s.Kind.RAYSERVICE, s.Kind.RAYCLUSTER],
-        make_reconcile=lambda ctx: validating_reconcile(ctx, kind=s.Kind.RAYSERVICE,
-                                                        model=RayService, decide=_decide))
+def create_app(settings: CommonSettings, service_settings: ServiceSettings | None = None) -> ReconcilerApp:
+    return ServiceReconcilerApp(settings, service_settings or ServiceSettings())
