@@ -44,6 +44,7 @@ from watcher.routing import (
     msg_id,
     routes,
     sanitize,
+    scope_of,
     self_update_matters,
 )
 
@@ -190,6 +191,9 @@ class Watcher:
             m = meta(obj)
             targets = tuple(r for r in targets if not (r.kind is kind and r.namespace == m.get("namespace")
                                                        and r.name == m.get("name")))
+        if old is not None and etype != "DELETED" and scope_of(kind, old) != scope_of(kind, obj):
+            # Its subject changes: retract the copy under the old one (last value per subject).
+            await self._publish(kind, "DELETED", old, targets=())
         await self._publish(kind, etype, obj, targets=targets)
         if kind is s.Kind.SERVICE:
             before = set(self.service_owners)
@@ -223,7 +227,8 @@ class Watcher:
         js = self.nc.jetstream()
         m = meta(obj)
         key = ObjectKey(namespace=str(m.get("namespace") or ""), name=str(m.get("name") or ""))
-        event = ObjectEvent(key=key, kind=kind.value, type=etype,
+        scope = scope_of(kind, obj)
+        event = ObjectEvent(key=key, kind=kind.value, type=etype, scope=scope,
                             uid=m.get("uid"), resource_version=m.get("resourceVersion"), object=obj)
         cause = f"{etype} {kind.value} {key}"
         # The trace starts here: every reconcile and API write this change causes joins it.
@@ -232,7 +237,8 @@ class Watcher:
             await asyncio.gather(*(
                 publish_trigger(js, controller=r.controller, key=ObjectKey(namespace=r.namespace, name=r.name),
                                 kind=r.kind.value, cause=cause, objects_seq=seq,
-                                cause_kind=kind.value, partitions=self.settings.partitions)
+                                cause_kind=kind.value, cause_scope=scope,
+                                partitions=self.settings.partitions)
                 for r in targets))
         self.published += 1
         MESSAGES.labels(SERVICE, kind.value, etype.lower()).inc()

@@ -201,6 +201,18 @@ def self_update_matters(kind: s.Kind, old: Mapping[str, Any] | None, new: Mappin
         "generation", "labels", "annotations", "deletionTimestamp", "finalizers", "uid"))
 
 
+_CRD_SCOPES = {"RayCluster": "raycluster", "RayJob": "rayjob", "RayService": "rayservice"}
+
+
+def scope_of(kind: s.Kind, obj: Mapping[str, Any]) -> str:
+    """The subject scope of an object (subjects.object_subject): the Ray CRD a RayCluster or Pod
+    originates from (KubeRay's ray.io/originated-from-crd label), else none."""
+    if kind not in (s.Kind.POD, s.Kind.RAYCLUSTER):
+        return s.NO_SCOPE
+    crd = (meta(obj).get("labels") or {}).get("ray.io/originated-from-crd")
+    return _CRD_SCOPES.get(str(crd), s.NO_SCOPE)
+
+
 def msg_id(kind: s.Kind, obj: Mapping[str, Any], *, event_type: str) -> str:
     """JetStream de-dup id: two watcher replicas seeing the same version store it once."""
     m = meta(obj)

@@ -46,6 +46,7 @@ class ObjectEvent(Envelope):
 
     type: Literal["ADDED", "MODIFIED", "DELETED", "SYNC"]
     object: dict[str, Any] = Field(default_factory=dict)
+    scope: str = "_"  # subjects.object_subject's scope token
 
 
 class Trigger(Envelope):
@@ -59,6 +60,7 @@ class Trigger(Envelope):
     cause: str = ""
     objects_seq: int = 0
     cause_kind: str = ""  # kind token of the object at objects_seq (caches follow kinds separately)
+    cause_scope: str = ""  # its scope token (a cache may follow one scope of a kind only)
 
 
 class CommandBatch(Envelope):

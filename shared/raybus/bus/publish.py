@@ -37,16 +37,16 @@ async def publish_object(js: JetStreamContext, event: ObjectEvent, *,
 
     msg_id (the watcher uses kind/ns/name/resourceVersion) lets JetStream store a version seen by
     two watcher replicas once; a duplicate's ack carries the original's sequence."""
-    ack = await js.publish(s.object_subject(event.kind, event.key.namespace, event.key.name),
+    ack = await js.publish(s.object_subject(event.kind, event.key.namespace, event.key.name, event.scope),
                            encode(event), headers=publish_headers(msg_id=msg_id))
     return int(ack.seq)
 
 
 async def publish_trigger(js: JetStreamContext, *, controller: s.Controller, key: ObjectKey,
                           kind: str, cause: str = "", objects_seq: int = 0, cause_kind: str = "",
-                          partitions: int = s.DEFAULT_PARTITIONS) -> None:
+                          cause_scope: str = "", partitions: int = s.DEFAULT_PARTITIONS) -> None:
     trig = Trigger(key=key, kind=kind, controller=controller.value, cause=cause,
-                   objects_seq=objects_seq, cause_kind=cause_kind)
+                   objects_seq=objects_seq, cause_kind=cause_kind, cause_scope=cause_scope)
     await js.publish(s.trigger_subject(controller, namespace=key.namespace, name=key.name,
                                        partitions=partitions),
                      encode(trig), headers=publish_headers())

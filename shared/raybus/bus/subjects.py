@@ -69,14 +69,24 @@ def partition_token(index: int) -> str:
 
 
 # --- objects: last value per subject = the current state of every watched object ----------------
-def object_subject(kind: Kind | str, namespace: str, name: str) -> str:
-    return f"{PREFIX}.obj.{Kind(kind).value}.{token(namespace)}.{token(name)}"
+# The scope token says which kind of Ray resource an object belongs to (`scope_of` in the watcher:
+# the `ray.io/originated-from-crd` label KubeRay puts on the RayClusters a RayJob/RayService
+# creates and on every Pod), so the RayJob/RayService reconcilers can follow only their own Pods
+# and clusters instead of decoding every Pod event of every RayCluster.
+NO_SCOPE = "_"
+SCOPES = ("raycluster", "rayjob", "rayservice")
 
 
-def objects_filter(kind: Kind | str | None = None) -> str:
+def object_subject(kind: Kind | str, namespace: str, name: str, scope: str = NO_SCOPE) -> str:
+    return f"{PREFIX}.obj.{Kind(kind).value}.{scope or NO_SCOPE}.{token(namespace)}.{token(name)}"
+
+
+def objects_filter(kind: Kind | str | None = None, scope: str | None = None) -> str:
     if kind is None:
         return f"{PREFIX}.obj.>"
-    return f"{PREFIX}.obj.{Kind(kind).value}.>"
+    if scope is None:
+        return f"{PREFIX}.obj.{Kind(kind).value}.>"
+    return f"{PREFIX}.obj.{Kind(kind).value}.{scope}.>"
 
 
 # --- triggers: "look again at this object", partitioned per controller --------------------------

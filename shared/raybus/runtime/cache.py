@@ -40,9 +40,12 @@ RESULTS_KEPT_PER_OWNER = 32  # recent command results per owner (the stream keep
 
 class ObjectCache:
     def __init__(self, nc: NATS, *, kinds: list[s.Kind], dashboard: bool = False,
-                 dashboard_results: s.Controller | None = None) -> None:
+                 dashboard_results: s.Controller | None = None,
+                 scopes: dict[s.Kind, str] | None = None) -> None:
         self._nc = nc
         self._kinds = {k.value for k in kinds}
+        # kind -> the one subject scope followed (subjects.object_subject); absent: every scope.
+        self._scopes = {k.value: scope for k, scope in (scopes or {}).items()}
         # pseudo-kind -> stream filter; see the module docstring
         self._pseudo: dict[str, str] = {}
         if dashboard:
@@ -73,8 +76,8 @@ class ObjectCache:
             caught_up = asyncio.Event()
             self._catching_up.append(caught_up)
             sub = await js.subscribe(
-                s.objects_filter(kind), ordered_consumer=True, cb=self._make_cb(kind, caught_up),
-                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+                s.objects_filter(kind, self._scopes.get(kind)), ordered_consumer=True,
+                cb=self._make_cb(kind, caught_up), deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
             )
             self._subs.append(sub)
             info = await sub.consumer_info()
@@ -205,10 +208,13 @@ class ObjectCache:
     def applied(self, kind: str) -> int:
         return self._last_seq_by_kind.get(kind, 0)
 
-    async def wait_for(self, seq: int, *, kind: str, timeout: float | None = 5.0) -> bool:
+    async def wait_for(self, seq: int, *, kind: str, timeout: float | None = 5.0, scope: str = "") -> bool:
         """Wait until this cache holds the `kind` object at objects-stream `seq` (or newer).
-        A kind the cache does not follow is not part of its snapshot: nothing to wait for."""
+        A kind (or a scope of it) the cache does not follow is not part of its snapshot: nothing
+        to wait for."""
         if (kind not in self._kinds and kind not in self._pseudo) or self.applied(kind) >= seq:
+            return True
+        if scope and kind in self._scopes and self._scopes[kind] != scope:
             return True
         async with self._progress:
             try:

@@ -191,7 +191,7 @@ class ControllerRuntime:
         if trig is None:
             await msg.ack()
             return
-        if not await self.cache.wait_for(trig.objects_seq, kind=trig.cause_kind):
+        if not await self.cache.wait_for(trig.objects_seq, kind=trig.cause_kind, scope=trig.cause_scope):
             # Never decide on a snapshot older than the trigger's cause (e.g. the cache's ordered
             # consumer is still re-subscribing after a NATS restart): ask for it again shortly.
             log.warning("snapshot behind trigger; redelivering", extra={

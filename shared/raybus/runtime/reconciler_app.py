@@ -76,13 +76,15 @@ class ReconcilerApp:
     def __init__(self, settings: CommonSettings, *, controller: s.Controller,
                  primary_kind: s.Kind, kinds: list[s.Kind],
                  make_reconcile: Callable[[ReconcilerContext], ReconcileFn],
-                 bus: BusSettings | None = None, dashboard: bool = False) -> None:
+                 bus: BusSettings | None = None, dashboard: bool = False,
+                 scopes: dict[s.Kind, str] | None = None) -> None:
         self.settings = settings
         self._controller = controller
         self._primary = primary_kind
         self._kinds = kinds
         self._make = make_reconcile
         self._dashboard = dashboard  # also follow dashboard observations and this controller's results
+        self._scopes = scopes  # kinds followed in one subject scope only (ObjectCache)
         self._bus = bus or BusSettings(partitions=settings.partitions)
         self.runtime: ControllerRuntime | None = None
         self.outcomes: OutcomeTracker | None = None
@@ -97,7 +99,8 @@ class ReconcilerApp:
         await ensure_streams(self._nc.jetstream(), self._bus)  # before anything subscribes
         self._store = StateStore.from_url(self.settings.redis_url)
         cache = ObjectCache(self._nc, kinds=self._kinds, dashboard=self._dashboard,
-                            dashboard_results=self._controller if self._dashboard else None)
+                            dashboard_results=self._controller if self._dashboard else None,
+                            scopes=self._scopes)
         self.outcomes = OutcomeTracker(self._nc, self._controller)
         published = PublishedBatches()
         ledger = await BatchLedger.open(self._nc.jetstream())

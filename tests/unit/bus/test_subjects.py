@@ -19,10 +19,12 @@ def test_token_round_trips_and_has_no_separator(value: str) -> None:
     assert s.untoken(tok) == value
 
 
-@given(names, names)
-def test_object_subject_has_fixed_token_count(ns: str, name: str) -> None:
-    subject = s.object_subject(s.Kind.POD, ns, name)
-    assert subject.split(".") == ["raybus", "obj", "pod", s.token(ns), s.token(name)]
+@given(names, names, st.sampled_from([s.NO_SCOPE, *s.SCOPES]))
+def test_object_subject_has_fixed_token_count(ns: str, name: str, scope: str) -> None:
+    subject = s.object_subject(s.Kind.POD, ns, name, scope)
+    assert subject.split(".") == ["raybus", "obj", "pod", scope, s.token(ns), s.token(name)]
+    assert subject.startswith(s.objects_filter(s.Kind.POD, scope).removesuffix(">"))
+    assert subject.startswith(s.objects_filter(s.Kind.POD).removesuffix(">"))
 
 
 @given(names, names, st.integers(min_value=1, max_value=64))

@@ -19,6 +19,7 @@ from watcher.routing import (
     ray_owner,
     routes,
     sanitize,
+    scope_of,
     self_update_matters,
 )
 
@@ -252,3 +253,16 @@ def _cr(gen: int = 1, labels: dict[str, str] | None = None, annotations: dict[st
 def test_self_update_predicates(kind: s.Kind, old: dict[str, Any] | None, new: dict[str, Any],
                                 wakes: bool) -> None:
     assert self_update_matters(kind, old, new) is wakes
+
+
+@pytest.mark.parametrize(("kind", "labels", "scope"), [
+    (s.Kind.POD, {"ray.io/originated-from-crd": "RayJob"}, "rayjob"),
+    (s.Kind.POD, {"ray.io/originated-from-crd": "RayCluster"}, "raycluster"),
+    (s.Kind.RAYCLUSTER, {"ray.io/originated-from-crd": "RayService"}, "rayservice"),
+    (s.Kind.RAYCLUSTER, {}, "_"),  # a user's own RayCluster
+    (s.Kind.POD, {"ray.io/originated-from-crd": "Other"}, "_"),
+    (s.Kind.SERVICE, {"ray.io/originated-from-crd": "RayJob"}, "_"),  # scoped kinds only
+])
+def test_scope_of_follows_kuberays_originated_from_crd(kind: s.Kind, labels: dict[str, str],
+                                                       scope: str) -> None:
+    assert scope_of(kind, {"metadata": {"name": "x", "labels": labels}}) == scope
