@@ -1,6 +1,7 @@
 """`raybus up --demo`: apply the sample RayCluster and follow it until it is ready, then the sample
 RayJob (and the ConfigMap with its sample_code.py) and follow it to Complete/SUCCEEDED, printing
-each jobDeploymentStatus/jobStatus transition."""
+each jobDeploymentStatus/jobStatus transition, then the sample RayService and follow it to Ready
+(both Serve apps RUNNING, the serve Service with endpoints), printing each status transition."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kubernetes_asyncio import client, config, watch
 SAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "samples"
 SAMPLE = SAMPLES / "ray-cluster.sample.yaml"
 JOB_SAMPLE = SAMPLES / "ray-job.sample.yaml"
+SERVICE_SAMPLE = SAMPLES / "ray-service.sample.yaml"
 TERMINAL = ("Complete", "Failed", "ValidationFailed")
 
 
@@ -31,7 +33,8 @@ async def _follow(*, kubeconfig: Path, timeout_s: float) -> bool:
     await config.load_kube_config(config_file=str(kubeconfig))
     async with client.ApiClient() as api:
         return (await _follow_cluster(api, timeout_s=timeout_s)
-                and await _follow_job(api, timeout_s=timeout_s))
+                and await _follow_job(api, timeout_s=timeout_s)
+                and await _follow_service(api, timeout_s=timeout_s))
 
 
 async def _create(what: str, create: Any) -> None:
@@ -113,3 +116,52 @@ async def _watch_job(custom: client.CustomObjectsApi, ns: str, name: str) -> boo
                 print(f"demo: RayJob {ns}/{name} {'completed' if ok else 'did not succeed'}"
                       f" (submitter Job {name}, Ray job {status.get('jobId', '?')})", flush=True)
                 return ok
+
+
+async def _follow_service(api: client.ApiClient, *, timeout_s: float) -> bool:
+    custom = client.CustomObjectsApi(api)
+    doc: dict[str, Any] = yaml.safe_load(SERVICE_SAMPLE.read_text())
+    name = doc["metadata"]["name"]
+    ns = doc["metadata"].get("namespace", "default")
+    await _create(f"RayService {ns}/{name} from {SERVICE_SAMPLE.name}",
+                  custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayservices", doc))
+    try:
+        return await asyncio.wait_for(_watch_service(api, ns, name), timeout_s)
+    except TimeoutError:
+        print(f"demo: RayService {ns}/{name} not ready after {timeout_s:.0f}s", flush=True)
+        return False
+
+
+def _service_line(name: str, status: dict[str, Any]) -> str:
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    ready, upgrade = conditions.get("Ready") or {}, conditions.get("UpgradeInProgress") or {}
+    active = status.get("activeServiceStatus") or {}
+    apps = ",".join(f"{app}={(s or {}).get('status')}" for app, s in sorted(
+        (active.get("applicationStatuses") or {}).items())) or "-"
+    return (f"RayService {name}: Ready={ready.get('status', '-')}/{ready.get('reason', '-')} "
+            f"UpgradeInProgress={upgrade.get('status', '-')} "
+            f"active={active.get('rayClusterName') or '-'} "
+            f"pending={(status.get('pendingServiceStatus') or {}).get('rayClusterName') or '-'} "
+            f"apps={apps} serveEndpoints={status.get('numServeEndpoints', 0)}")
+
+
+async def _watch_service(api: client.ApiClient, ns: str, name: str) -> bool:
+    custom = client.CustomObjectsApi(api)
+    last = ""
+    while True:
+        async with watch.Watch() as w:  # closes the response when we stop reading
+            async for event in w.stream(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayservices",
+                                        field_selector=f"metadata.name={name}", timeout_seconds=60):
+                status = (event["object"] or {}).get("status") or {}
+                line = _service_line(name, status)
+                if line != last:
+                    print(f"demo: {line}", flush=True)
+                    last = line
+                apps = ((status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}).values()
+                if status.get("serviceStatus") == "Running" and apps and all(
+                        (a or {}).get("status") == "RUNNING" for a in apps):
+                    svc = f"{name}-serve-svc"
+                    print(f"demo: RayService {ns}/{name} is ready: Serve answers through Service {svc} "
+                          f"({status.get('numServeEndpoints', 0)} endpoint(s)) on the RayCluster "
+                          f"{(status.get('activeServiceStatus') or {}).get('rayClusterName')}", flush=True)
+                    return True

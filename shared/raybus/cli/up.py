@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--home", type=Path, default=HOME)
     p.add_argument("--replicas", type=int, default=1, help="replicas of each reconciler")
     p.add_argument("--demo", action="store_true",
-                   help="apply deploy/samples/ray-cluster.sample.yaml and follow it to ready")
+                   help="apply deploy/samples/ray-cluster, ray-job and ray-service samples and follow each")
     p.add_argument("--exit-after-demo", action="store_true", help="stop once the demo is ready")
     p.set_defaults(func=run)
 
