@@ -88,8 +88,11 @@ class JobReconcilerApp(ReconcilerApp):
             self.reconciler = JobReconciler(ctx, job_settings)
             return self.reconciler.reconcile
 
+        # Pods: only those of RayJob clusters (the head's submitter container in SidecarMode), not
+        # every Pod of every RayCluster. RayClusters: all (clusterSelector uses a user's cluster).
         super().__init__(settings, controller=s.Controller.JOB, primary_kind=s.Kind.RAYJOB,
-                         kinds=KINDS, make_reconcile=make, dashboard=True)
+                         kinds=KINDS, make_reconcile=make, dashboard=True,
+                         scopes={s.Kind.POD: "rayjob"})
 
 
 def create_app(settings: CommonSettings, job_settings: JobSettings | None = None) -> ReconcilerApp:

@@ -36,9 +36,9 @@ from watcher.informer import Informer
 from watcher.routing import (
     SERVICE_NAME_LABEL,
     WATCHES,
-    batch_scheduler_watches,
     Route,
     WatchSpec,
+    batch_scheduler_watches,
     cluster_owner,
     meta,
     msg_id,
@@ -76,6 +76,9 @@ class Watcher:
         # Service -> controllers owning it, so EndpointSlices (labelled with their Service's name)
         # reach the RayService/RayCluster that owns the Service.
         self.service_owners: dict[tuple[str, str], tuple[Route, ...]] = {}
+        # (kind, namespace, name) -> the subject scope it was last published under: its deletion
+        # (and a move to another scope) must reach that subject, not the one computed now.
+        self.scopes: dict[tuple[str, str, str], str] = {}
         # RayCluster -> the RayJob/RayService owning it, so its head Pods also wake the RayService.
         self.cluster_owners: dict[tuple[str, str], Route] = {}
         # Slices seen before their Service, replayed when the Service becomes known.
@@ -137,6 +140,7 @@ class Watcher:
         cache = ObjectCache(self.nc, kinds=kinds)
         await cache.start()
         await cache.stop()
+        self.scopes.update(cache.scopes)
         out: dict[s.Kind, dict[tuple[str, str], Json]] = {}
         for kind in kinds:
             # Scoped to --namespace: another watcher may own the other namespaces' objects, which
@@ -191,10 +195,7 @@ class Watcher:
             m = meta(obj)
             targets = tuple(r for r in targets if not (r.kind is kind and r.namespace == m.get("namespace")
                                                        and r.name == m.get("name")))
-        if old is not None and etype != "DELETED" and scope_of(kind, old) != scope_of(kind, obj):
-            # Its subject changes: retract the copy under the old one (last value per subject).
-            await self._publish(kind, "DELETED", old, targets=())
-        await self._publish(kind, etype, obj, targets=targets)
+        await self._publish(kind, etype, obj, targets=targets, old=old)
         if kind is s.Kind.SERVICE:
             before = set(self.service_owners)
             self._remember_service(obj, deleted=etype == "DELETED")
@@ -223,11 +224,25 @@ class Watcher:
             slice_informer.known[(service_key[0], str(meta(obj).get("name")))] = obj
             await self.on_change(slice_informer.spec, "ADDED", obj, old=None)
 
-    async def _publish(self, kind: s.Kind, etype: str, obj: Json, *, targets: tuple[Route, ...]) -> None:
+    async def _publish(self, kind: s.Kind, etype: str, obj: Json, *, targets: tuple[Route, ...],
+                       old: Json | None = None) -> None:
         js = self.nc.jetstream()
         m = meta(obj)
         key = ObjectKey(namespace=str(m.get("namespace") or ""), name=str(m.get("name") or ""))
-        scope = scope_of(kind, obj)
+        where = (kind.value, key.namespace, key.name)
+        published = self.scopes.get(where)
+        if etype == "DELETED":
+            scope = published or scope_of(kind, obj, cluster_owners=self.cluster_owners)
+            self.scopes.pop(where, None)
+        else:
+            scope = scope_of(kind, obj, cluster_owners=self.cluster_owners)
+            if published is not None and published != scope:
+                # Its subject changes: retract the copy under the old one (last value per subject).
+                await publish_object(js, ObjectEvent(
+                    key=key, kind=kind.value, type="DELETED", scope=published, uid=m.get("uid"),
+                    resource_version=m.get("resourceVersion"), object=old or obj),
+                    msg_id=f"{msg_id(kind, obj, event_type='DELETED')}/{published}")
+            self.scopes[where] = scope
         event = ObjectEvent(key=key, kind=kind.value, type=etype, scope=scope,
                             uid=m.get("uid"), resource_version=m.get("resourceVersion"), object=obj)
         cause = f"{etype} {kind.value} {key}"

@@ -201,16 +201,23 @@ def self_update_matters(kind: s.Kind, old: Mapping[str, Any] | None, new: Mappin
         "generation", "labels", "annotations", "deletionTimestamp", "finalizers", "uid"))
 
 
-_CRD_SCOPES = {"RayCluster": "raycluster", "RayJob": "rayjob", "RayService": "rayservice"}
+_OWNER_SCOPES = {s.Controller.JOB: "rayjob", s.Controller.SERVICE: "rayservice"}
 
 
-def scope_of(kind: s.Kind, obj: Mapping[str, Any]) -> str:
-    """The subject scope of an object (subjects.object_subject): the Ray CRD a RayCluster or Pod
-    originates from (KubeRay's ray.io/originated-from-crd label), else none."""
-    if kind not in (s.Kind.POD, s.Kind.RAYCLUSTER):
-        return s.NO_SCOPE
-    crd = (meta(obj).get("labels") or {}).get("ray.io/originated-from-crd")
-    return _CRD_SCOPES.get(str(crd), s.NO_SCOPE)
+def scope_of(kind: s.Kind, obj: Mapping[str, Any], *,
+             cluster_owners: Mapping[tuple[str, str], Route] | None = None) -> str:
+    """The subject scope of an object (subjects.object_subject): for a RayCluster, the RayJob or
+    RayService owning it; for a Pod, its cluster's (KubeRay does not label Pods with their
+    origin, so the watcher's cluster -> owner map decides); else none."""
+    owner: Route | None = None
+    if kind is s.Kind.RAYCLUSTER:
+        owner = cluster_owner(obj)
+    elif kind is s.Kind.POD:
+        m = meta(obj)
+        cluster = (m.get("labels") or {}).get(CLUSTER_LABEL)
+        if cluster:
+            owner = (cluster_owners or {}).get((str(m.get("namespace") or ""), str(cluster)))
+    return _OWNER_SCOPES.get(owner.controller, s.NO_SCOPE) if owner is not None else s.NO_SCOPE
 
 
 def msg_id(kind: s.Kind, obj: Mapping[str, Any], *, event_type: str) -> str:

@@ -67,6 +67,7 @@ class ObjectCache:
         self._catching_up: list[asyncio.Event] = []
         self._seen: set[str] = set()
         self._rv_watermark: dict[str, int] = {}
+        self.scopes: dict[Key, str] = {}  # objects published under a scope other than "_"
 
     async def start(self) -> None:
         """Subscribe per kind (a reconciler never decodes kinds it doesn't need) and return once
@@ -185,8 +186,13 @@ class ObjectCache:
             self._unindex(key, old)
         if event.type == "DELETED":
             self._objects.pop(key, None)
+            self.scopes.pop(key, None)
             return
         self._objects[key] = event.object
+        if event.scope != s.NO_SCOPE:
+            self.scopes[key] = event.scope  # the subject scope it was published under
+        else:
+            self.scopes.pop(key, None)
         cluster = (event.object.get("metadata", {}).get("labels") or {}).get(CLUSTER_LABEL)
         if cluster:
             self._by_cluster[(event.kind, event.key.namespace, cluster)].add(event.key.name)

@@ -35,9 +35,9 @@ async def start_watcher(nats_url: str, kubeconfig: Path, **kw: Any) -> Watcher:
 
 
 async def object_event(js: Any, kind: s.Kind, name: str, *, ns: str = "default",
-                       pred: Any = lambda e: True) -> tuple[ObjectEvent, int]:
+                       pred: Any = lambda e: True, scope: str = s.NO_SCOPE) -> tuple[ObjectEvent, int]:
     async def get() -> tuple[ObjectEvent, int] | None:
-        raw = await last_msg(js, s.STREAM_OBJECTS, s.object_subject(kind, ns, name))
+        raw = await last_msg(js, s.STREAM_OBJECTS, s.object_subject(kind, ns, name, scope))
         if raw is None:
             return None
         event = ObjectEvent.model_validate_json(raw.data)
@@ -263,3 +263,38 @@ async def test_periodic_resync_relists_without_republishing_unchanged(
     finally:
         await watcher.stop()
         await kube.close()
+
+
+async def test_a_rayjob_clusters_pods_are_published_in_its_scope_until_deleted(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    """Pods of a RayJob's cluster go to raybus.obj.pod.rayjob..., so the job-reconciler follows
+    only those; the deletion reaches the same subject even after the cluster (and so the owner
+    the scope was derived from) is gone."""
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    rc_res = resource_for("ray.io/v1", "RayCluster")
+    watcher = await start_watcher(nats_server.url, kubeconfig)
+    try:
+        body = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                "metadata": {"name": "job-rc", "ownerReferences": [
+                    {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "job", "uid": "u1",
+                     "controller": True}]},
+                "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                    {"name": "ray-head", "image": "rayproject/ray"}]}}}}}
+        await kube.create(rc_res, body, namespace="default")
+        cluster, _ = await object_event(js, s.Kind.RAYCLUSTER, "job-rc", scope="rayjob")
+        assert cluster.scope == "rayjob"
+        await kube.create(POD, pod("job-rc-head", {"ray.io/cluster": "job-rc", "ray.io/node-type": "head"}),
+                          namespace="default")
+        event, _ = await object_event(js, s.Kind.POD, "job-rc-head", scope="rayjob")
+        assert event.scope == "rayjob"
+        assert await last_msg(js, s.STREAM_OBJECTS, s.object_subject(s.Kind.POD, "default", "job-rc-head")) is None
+        await kube.delete(rc_res, namespace="default", name="job-rc", propagation="Orphan")
+        await object_event(js, s.Kind.RAYCLUSTER, "job-rc", scope="rayjob", pred=lambda e: e.type == "DELETED")
+        await kube.delete(POD, namespace="default", name="job-rc-head")
+        await object_event(js, s.Kind.POD, "job-rc-head", scope="rayjob", pred=lambda e: e.type == "DELETED")
+    finally:
+        await watcher.stop()
+        await kube.close()
+        await nc.close()

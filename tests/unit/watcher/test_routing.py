@@ -255,14 +255,20 @@ def test_self_update_predicates(kind: s.Kind, old: dict[str, Any] | None, new: d
     assert self_update_matters(kind, old, new) is wakes
 
 
-@pytest.mark.parametrize(("kind", "labels", "scope"), [
-    (s.Kind.POD, {"ray.io/originated-from-crd": "RayJob"}, "rayjob"),
-    (s.Kind.POD, {"ray.io/originated-from-crd": "RayCluster"}, "raycluster"),
-    (s.Kind.RAYCLUSTER, {"ray.io/originated-from-crd": "RayService"}, "rayservice"),
-    (s.Kind.RAYCLUSTER, {}, "_"),  # a user's own RayCluster
-    (s.Kind.POD, {"ray.io/originated-from-crd": "Other"}, "_"),
-    (s.Kind.SERVICE, {"ray.io/originated-from-crd": "RayJob"}, "_"),  # scoped kinds only
+def _owned_cluster(owner_kind: str | None) -> dict[str, Any]:
+    refs = [{"apiVersion": "ray.io/v1", "kind": owner_kind, "name": "owner", "controller": True}] \
+        if owner_kind else []
+    return {"metadata": {"name": "rc", "namespace": "ns", "ownerReferences": refs}}
+
+
+@pytest.mark.parametrize(("owner_kind", "scope"), [
+    ("RayJob", "rayjob"), ("RayService", "rayservice"), (None, "_"),  # a user's own RayCluster
 ])
-def test_scope_of_follows_kuberays_originated_from_crd(kind: s.Kind, labels: dict[str, str],
-                                                       scope: str) -> None:
-    assert scope_of(kind, {"metadata": {"name": "x", "labels": labels}}) == scope
+def test_scope_of_a_cluster_and_its_pods_is_its_owner(owner_kind: str | None, scope: str) -> None:
+    """KubeRay labels no Pod with its origin: a Pod's scope is its cluster's owner's."""
+    cluster = _owned_cluster(owner_kind)
+    assert scope_of(s.Kind.RAYCLUSTER, cluster) == scope
+    owners = {("ns", "rc"): r for r in [cluster_owner(cluster)] if r is not None}
+    pod = {"metadata": {"name": "rc-head-x", "namespace": "ns", "labels": {"ray.io/cluster": "rc"}}}
+    assert scope_of(s.Kind.POD, pod, cluster_owners=owners) == scope
+    assert scope_of(s.Kind.SERVICE, pod, cluster_owners=owners) == "_"  # scoped kinds only
