@@ -68,6 +68,7 @@ class ExecutorSettings(CommonSettings):
     max_deliver: int = 20
     nak_delay_s: float = 1.0  # first redelivery delay after a transient error; doubles, capped
     status_retries: int = 5
+    status_defer_s: float = 5.0  # longest a RayCluster status write yields to command batches
 
 
 class CommandExecutorService:
@@ -137,6 +138,8 @@ class CommandExecutorService:
         if batch is None:
             return
         assert self.executor is not None
+        if batch.controller == s.Controller.CLUSTER.value:
+            await self._yield_to_commands()
         with tracer.start_as_current_span("apply-status", context=extract_context(msg.headers),
                                           attributes={"raybus.key": str(batch.key)}):
             result = await self.executor.apply(batch)
@@ -145,6 +148,18 @@ class CommandExecutorService:
             await self._report(batch, result.results)
             await msg.ack()
             self.applied += 1
+
+    async def _yield_to_commands(self) -> None:
+        """A RayCluster status write waits (up to status_defer_s) while command batches are being
+        applied: both spend KubeRay's one QPS budget, and creates are what converges a cluster.
+        The status is level state on a last-value subject, so while it waits a newer one replaces
+        it: a busy executor writes each cluster's status every few seconds, not at every Pod
+        change (backpressure). RayJob/RayService statuses are never held: their next decision
+        waits for them."""
+        deadline = time.monotonic() + self.settings.status_defer_s
+        commands = self._workers[0]
+        while commands.busy and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
 
     # --- command batches: through the ledger ---------------------------------------------------------
     async def _handle_command(self, msg: Msg) -> None:

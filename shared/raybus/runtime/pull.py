@@ -47,6 +47,11 @@ class PullWorkers:
         self._active: set[asyncio.Task[None]] = set()
         self.handled = 0  # messages whose handler finished (observable for tests)
 
+    @property
+    def busy(self) -> bool:
+        """A handler is running (or a fetched message waits for one)."""
+        return bool(self._active)
+
     async def start(self) -> None:
         js = self._nc.jetstream()
         await js.add_consumer(self._stream, self._config)  # idempotent; updates editable fields
