@@ -29,8 +29,9 @@ class ServiceReconcilerApp(ReconcilerApp):
             self.reconciler = ServiceReconciler(ctx, service_settings)
             return self.reconciler.reconcile
 
+        # Pods: only those of RayService clusters (their heads are read), not every Ray Pod.
         super().__init__(settings, controller=s.Controller.SERVICE, primary_kind=s.Kind.RAYSERVICE,
-                         kinds=KINDS, make_reconcile=make, dashboard=True)
+                         kinds=KINDS, make_reconcile=make, dashboard=True, scopes={s.Kind.POD: "rayservice"})
 
 
 def create_app(settings: CommonSettings, service_settings: ServiceSettings | None = None) -> ReconcilerApp:
