@@ -199,11 +199,16 @@ async def test_service_reconciler_sigkill_between_promotion_and_deletion(
     await kube.eventually(lambda: _true(watch.lives[old].deleted is not None), timeout=delay + 30,
                           what="the old cluster deleted")
     deleted = watch.lives[old].deleted
-    assert deleted is not None and deleted >= due - 0.3, f"deleted {due - deleted:.1f}s before its deadline"
+    assert deleted is not None
+    assert deleted >= due - 0.3, f"deleted {due - deleted:.1f}s before its deadline"
     # A replica holds the partition again at most a lease TTL (10 s) + a lease round after the
     # SIGKILL; from then on the deadline is honoured at once (a deadline reset would add 14 s).
     assert deleted <= max(due, killed + 12.5) + 3.0, f"deleted {deleted - due:.1f}s after its deadline"
     assert await services.clusters(name) == [active_name(await services.get(name))]
+
+    async def forgotten() -> bool:  # its cluster is gone: nothing left to schedule
+        return await _deadline(stack, name) == {}
+    await kube.eventually(forgotten, timeout=15, what="the deadline forgotten")
 
 
 async def test_redis_restart_keeps_the_serve_config_cache(kube: Kube, services: Services, stack: LocalStack) -> None:
@@ -224,6 +229,22 @@ async def test_redis_restart_keeps_the_serve_config_cache(kube: Kube, services: 
     await services.wait(name, lambda r: is_ready(r) and set(app_statuses(r)) == {"fruit_app", "calc_app"},
                         timeout=30, what="calc_app RUNNING")
     assert await services.serve_events(name) == submitted + 1
+    # The RayService goes: so does everything raybus kept of it in Redis.
+    assert (await _redis_keys(stack, name)) == 1  # the serve-config cache (no dangling cluster)
+    await kube.c.delete(RS, namespace=NS, name=name)
+
+    async def forgotten() -> bool:
+        return await _redis_keys(stack, name) == 0
+    await kube.eventually(forgotten, timeout=20, what="its Redis keys deleted")
+
+
+async def _redis_keys(stack: LocalStack, name: str) -> int:
+    assert stack.redis is not None
+    r = aioredis.from_url(stack.redis.url)
+    try:
+        return int(await r.exists(f"raybus:serve-config:{NS}/{name}", f"raybus:deletion-ts:{NS}/{name}"))
+    finally:
+        await r.aclose()
 
 
 async def _prerequisites(kube: Kube, path: Path, doc: Json) -> None:

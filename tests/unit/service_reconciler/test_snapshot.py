@@ -30,7 +30,7 @@ def obj(kind: s.Kind, name: str, *, labels: Json | None = None, owners: list[Jso
 
 
 def cache_with(objects: list[tuple[s.Kind, Json]]) -> ObjectCache:
-    cache = ObjectCache(None, kinds=KINDS)  # type: ignore[arg-type]  # fed directly, no NATS
+    cache = ObjectCache(None, kinds=KINDS)  # fed directly, no NATS
     for kind, o in objects:
         cache.apply(ObjectEvent(key=ObjectKey(namespace="default", name=o["metadata"]["name"]), kind=kind.value,
                                 type="ADDED", object=o))
