@@ -14,7 +14,25 @@ def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
+Pair = tuple[str, str, str]  # namespace, label key, label value
+
+
+def _index(index: dict[Pair, set[str]], ns: str, labels: dict[str, str], name: str, *, add: bool) -> None:
+    for key, value in labels.items():
+        names = index.setdefault((ns, key, value), set())
+        if add:
+            names.add(name)
+        else:
+            names.discard(name)
+            if not names:
+                del index[(ns, key, value)]
+
+
 class EndpointSliceController(KeyedController):
+    """Label indexes (pods by label, services by their selector's first pair, slices by service)
+    keep a pod event and a service sync proportional to what they touch, not to every pod and
+    service of the namespace: thousands of Ray pods pass through here in the benchmarks."""
+
     name = "endpointslice"
 
     def __init__(self, store: Store, *, debounce: float = 0.01) -> None:
@@ -24,25 +42,75 @@ class EndpointSliceController(KeyedController):
         self.pod_rt = reg.get("", "v1", "pods")
         self.slice_rt = reg.get("discovery.k8s.io", "v1", "endpointslices")
         self.ep_rt = reg.get("", "v1", "endpoints")
+        self._pods: dict[Pair, set[str]] = {}
+        self._selectors: dict[tuple[str, str], dict[str, str]] = {}
+        self._services: dict[Pair, set[str]] = {}  # by the first (sorted) pair of the selector
+        self._slices: dict[tuple[str, str], set[str]] = {}  # (ns, service) -> managed slice names
         store.listeners.append(self.on_event)
 
     def start(self) -> None:
-        assert self.svc_rt is not None
-        self.start_with(self.store.list(self.svc_rt, None))
+        assert self.svc_rt is not None and self.pod_rt is not None and self.slice_rt is not None
+        for pod in self.store.list(self.pod_rt, None):
+            self._index_pod(pod, add=True)
+        for sl in self.store.list(self.slice_rt, None):
+            self._index_slice(sl, add=True)
+        services = self.store.list(self.svc_rt, None)
+        for svc in services:
+            self._index_service(svc, add=True)
+        self.start_with(services)
+
+    def _index_pod(self, pod: Obj, *, add: bool) -> None:
+        m = pod["metadata"]
+        _index(self._pods, m.get("namespace", ""), m.get("labels") or {}, m["name"], add=add)
+
+    def _index_service(self, svc: Obj, *, add: bool) -> None:
+        ns, name = svc["metadata"].get("namespace", ""), svc["metadata"]["name"]
+        old = self._selectors.pop((ns, name), None)
+        if old:
+            first = min(old.items())
+            self._services.get((ns, *first), set()).discard(name)
+        selector = (svc.get("spec") or {}).get("selector") or {}
+        if add and selector:
+            self._selectors[(ns, name)] = dict(selector)
+            self._services.setdefault((ns, *min(selector.items())), set()).add(name)
+
+    def _index_slice(self, sl: Obj, *, add: bool) -> None:
+        labels = sl["metadata"].get("labels") or {}
+        service = labels.get("kubernetes.io/service-name")
+        if not service or labels.get("endpointslice.kubernetes.io/managed-by") != MANAGED_BY:
+            return
+        names = self._slices.setdefault((sl["metadata"].get("namespace", ""), service), set())
+        if add:
+            names.add(sl["metadata"]["name"])
+        else:
+            names.discard(sl["metadata"]["name"])
 
     def on_event(self, ev: Event) -> None:
-        gr = ev.rt.gr
+        gr, deleted = ev.rt.gr, ev.type == "DELETED"
         if gr == "services":
+            self._index_service(ev.obj, add=not deleted)
             self.mark(ev.obj["metadata"]["namespace"], ev.obj["metadata"]["name"])
+        elif gr == "endpointslices.discovery.k8s.io":
+            self._index_slice(ev.obj, add=not deleted)
         elif gr == "pods":
-            assert self.svc_rt is not None
             ns = ev.obj["metadata"].get("namespace", "")
             labels = ev.obj["metadata"].get("labels") or {}
             old_labels = (ev.old or {}).get("metadata", {}).get("labels") or {}
-            for svc in self.store.list(self.svc_rt, ns):
-                sel = (svc.get("spec") or {}).get("selector")
-                if sel and (_selects(sel, labels) or _selects(sel, old_labels)):
-                    self.mark(ns, svc["metadata"]["name"])
+            if ev.old is not None:
+                self._index_pod(ev.old, add=False)
+            self._index_pod(ev.obj, add=not deleted)
+            for key, value in {**old_labels, **labels}.items() | old_labels.items():
+                for name in list(self._services.get((ns, key, value), ())):
+                    sel = self._selectors.get((ns, name)) or {}
+                    if sel and (_selects(sel, labels) or _selects(sel, old_labels)):
+                        self.mark(ns, name)
+
+    def _selected(self, ns: str, selector: dict[str, str]) -> list[Obj]:
+        assert self.pod_rt is not None
+        sets = [self._pods.get((ns, k, v), set()) for k, v in selector.items()]
+        names = set.intersection(*sets) if sets else set()
+        found = (self.store.find(self.pod_rt, ns, n) for n in names)
+        return [p for p in found if p is not None]
 
     def _ports(self, svc: Obj, pods: list[Obj]) -> list[dict[str, Any]]:
         out = []
@@ -93,16 +161,14 @@ class EndpointSliceController(KeyedController):
                 self.store.delete(self.ep_rt, ns, name)
             return
         selector = (svc.get("spec") or {}).get("selector")
-        existing = [s for s in self.store.list(self.slice_rt, ns)
-                    if (s["metadata"].get("labels") or {}).get("kubernetes.io/service-name") == name
-                    and s["metadata"]["labels"].get("endpointslice.kubernetes.io/managed-by") == MANAGED_BY]
+        existing = [s for s in (self.store.find(self.slice_rt, ns, n)
+                                for n in sorted(self._slices.get((ns, name), ()))) if s is not None]
         if not selector:
             for s in existing:
                 self.store.delete(self.slice_rt, ns, s["metadata"]["name"])
             return
-        pods = [p for p in self.store.list(self.pod_rt, ns)
-                if _selects(selector, p["metadata"].get("labels") or {})
-                and (p.get("status") or {}).get("podIP")
+        pods = [p for p in self._selected(ns, selector)
+                if (p.get("status") or {}).get("podIP")
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         pods.sort(key=lambda p: p["metadata"]["name"])
         endpoints = []
