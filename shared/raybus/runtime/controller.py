@@ -66,7 +66,7 @@ class _Pending:
 class ControllerRuntime:
     def __init__(self, nc: NATS, *, controller: s.Controller, replica_id: str, cache: ObjectCache,
                  primary_kind: s.Kind, reconcile: ReconcileFn, bus: BusSettings | None = None,
-                 workers: int = 8, resync_s: float = 300.0) -> None:
+                 workers: int = 8, resync_s: float = 300.0, debounce_s: float = 0.1) -> None:
         self._nc = nc
         self.controller = controller
         self.replica_id = replica_id
@@ -76,6 +76,7 @@ class ControllerRuntime:
         self.bus = bus or BusSettings()
         self._workers = workers
         self._resync_s = resync_s
+        self._debounce = debounce_s
         self.queue: WorkQueue[ObjectKey, _Pending] = WorkQueue()
         self._fetchers: dict[int, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -198,7 +199,11 @@ class ControllerRuntime:
                 "key": str(trig.key), "seq": trig.objects_seq, "kind": trig.cause_kind})
             await msg.nak(delay=1.0)
             return
-        self.queue.add(trig.key, _Pending(msg=msg, ctx=extract_context(msg.headers)))
+        # Debounced: the events a change fans out into (a Pod's schedule/start/ready, a burst of
+        # them across a cluster) arrive within milliseconds of each other; deciding once after
+        # them, not once per event, is what keeps a reconciler's CPU proportional to changes.
+        self.queue.add_soon(trig.key, _Pending(msg=msg, ctx=extract_context(msg.headers)),
+                            self._debounce)
 
     # --- workers --------------------------------------------------------------------------------
     async def _worker(self) -> None:

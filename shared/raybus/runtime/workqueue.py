@@ -25,6 +25,7 @@ class WorkQueue(Generic[K, T]):
         self._processing: set[K] = set()
         self._acks: dict[K, list[T]] = {}
         self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._soon: dict[K, asyncio.TimerHandle] = {}  # debounced adds (add_soon)
 
     def add(self, key: K, token: T | None = None) -> None:
         if token is not None:
@@ -34,6 +35,23 @@ class WorkQueue(Generic[K, T]):
         self._dirty.add(key)
         if key not in self._processing:
             self._queue.put_nowait(key)
+
+    def add_soon(self, key: K, token: T | None, delay_s: float) -> None:
+        """Add after a short delay, folding in every add that comes meanwhile (a burst of Pod
+        events for one cluster becomes one run). The token is kept at once, so the message it
+        stands for is acked by the run that covers it."""
+        if token is not None:
+            self._acks.setdefault(key, []).append(token)
+        if delay_s <= 0:
+            self.add(key)
+            return
+        if key in self._dirty or key in self._soon:
+            return
+        self._soon[key] = asyncio.get_running_loop().call_later(delay_s, self._fire_soon, key)
+
+    def _fire_soon(self, key: K) -> None:
+        self._soon.pop(key, None)
+        self.add(key)
 
     def add_after(self, key: K, delay_s: float) -> None:
         """Requeue later (KubeRay's RequeueAfter); a newer request for the key replaces the older."""
@@ -78,6 +96,9 @@ class WorkQueue(Generic[K, T]):
             dropped.extend(self._acks.pop(key, []))
         for key in [k for k in self._timers if not keep(k)]:
             self._timers.pop(key).cancel()
+        for key in [k for k in self._soon if not keep(k)]:
+            self._soon.pop(key).cancel()
+            dropped.extend(self._acks.pop(key, []))
         return dropped
 
     def waiting(self, predicate: Callable[[K], bool]) -> list[K]:

@@ -90,3 +90,22 @@ async def test_waiting_lists_queued_and_scheduled_keys() -> None:
     assert q.waiting(lambda k: k == "later") == ["later"]
     q.drop(lambda k: False)
     assert q.waiting(lambda k: True) == []
+
+
+async def test_add_soon_folds_a_burst_into_one_run_and_keeps_every_token() -> None:
+    queue: WorkQueue[str, int] = WorkQueue()
+    for token in range(5):  # five events for one object within the debounce window
+        queue.add_soon("k", token, 0.05)
+    assert len(queue) == 0  # not runnable yet
+    key, tokens = await asyncio.wait_for(queue.get(), 2)
+    assert key == "k" and tokens == [0, 1, 2, 3, 4]  # one run acks them all
+    queue.done("k")
+    queue.add_soon("k", 5, 0.0)  # no debounce: at once
+    assert (await asyncio.wait_for(queue.get(), 2)) == ("k", [5])
+
+
+async def test_dropping_a_partition_returns_tokens_waiting_in_a_debounce() -> None:
+    queue: WorkQueue[str, int] = WorkQueue()
+    queue.add_soon("gone", 1, 10.0)
+    queue.add_soon("kept", 2, 10.0)
+    assert queue.drop(lambda k: k == "kept") == [1]
