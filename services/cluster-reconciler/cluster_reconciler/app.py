@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import secrets
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +46,8 @@ class ClusterReconciler:
         self._ctx = ctx
         self._operator = operator
         self._inflight = InFlightWrites(differs=inconsistent_status)
+        self._memo: dict[ObjectKey, tuple[int, ScaleExpectations]] = {}
+        self._epoch: Callable[[ObjectKey], int] = lambda key: -1  # bound by the app
         ctx.outcomes.hooks.append(self._settle)
 
     def _settle(self, outcome: Outcome) -> None:
@@ -52,9 +55,23 @@ class ClusterReconciler:
                         if r.op == "update_status" and r.ok and r.code == 200), None)
         self._inflight.settle(outcome.reconcile_id, written_rv=written)
 
-    def bind(self, look_again: Any) -> None:
-        """A status held back behind an in-flight one is asked for again once that settles."""
+    def bind(self, look_again: Any, epoch: Callable[[ObjectKey], int]) -> None:
+        """A status held back behind an in-flight one is asked for again once that settles;
+        `epoch` tells when the expectations memo must be re-read from Redis."""
         self._inflight.on_ready = look_again
+        self._epoch = epoch
+
+    async def _load_expectations(self, key: ObjectKey) -> ScaleExpectations:
+        """Redis is the truth (another replica may have owned the key); within one ownership
+        epoch this replica is the only writer, so its own last write is what Redis holds."""
+        memo = self._memo.get(key)
+        epoch = self._epoch(key)
+        if memo is not None and memo[0] == epoch:
+            return memo[1]
+        stored = await self._ctx.store.load(EXPECTATIONS, namespace=key.namespace, name=key.name)
+        expectations = ScaleExpectations.model_validate(stored) if stored else ScaleExpectations()
+        self._memo[key] = (epoch, expectations)
+        return expectations
 
     def _owned(self, kind: s.Kind, key: ObjectKey) -> list[dict[str, Any]]:
         return self._ctx.cache.owned_by(kind, key.namespace, owner_kind="RayCluster",
@@ -78,6 +95,7 @@ class ClusterReconciler:
         if raw is None:
             # RayClusterScaleExpectation.Delete on NotFound: nothing left to expect.
             await store.delete(EXPECTATIONS, namespace=key.namespace, name=key.name)
+            self._memo.pop(key, None)
             self._ctx.outcomes.forget(key)
             self._inflight.forget(key)
             return Result()
@@ -85,8 +103,7 @@ class ClusterReconciler:
             cluster = RayCluster.model_validate(raw)
         except ValidationError as exc:
             return await self._unparseable(key, raw, exc)
-        stored = await store.load(EXPECTATIONS, namespace=key.namespace, name=key.name)
-        expectations = ScaleExpectations.model_validate(stored) if stored else ScaleExpectations()
+        expectations = await self._load_expectations(key)
         batch_id = uuid.uuid4().hex
         batches = await self._ctx.batches.states(expectations.batches())
         # No await from here on: the Pods, Services, ... and the watermark must be one snapshot.
@@ -122,6 +139,7 @@ class ClusterReconciler:
             # never published; the next reconcile revokes it through the ledger and re-decides.
             await store.save(EXPECTATIONS, namespace=key.namespace, name=key.name,
                              value=decision.expectations.model_dump(mode="json"))
+            self._memo[key] = (self._epoch(key), decision.expectations)
         if decision.status is not None and self._inflight.status_pending(key, decision.status):
             decision = decision.model_copy(update={"status": None})
         if decision.status is not None:
@@ -181,7 +199,7 @@ class ClusterReconcilerApp(ReconcilerApp):
 
     async def prepare(self, ctx: ReconcilerContext) -> None:
         assert self.reconciler is not None and self.runtime is not None
-        self.reconciler.bind(self.runtime.look_again)
+        self.reconciler.bind(self.runtime.look_again, self.runtime.epoch)
 
 
 def create_app(settings: CommonSettings, operator: OperatorSettings | None = None) -> ReconcilerApp:

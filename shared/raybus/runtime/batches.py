@@ -83,6 +83,7 @@ class BatchResolver:
         self._lost_after = lost_after_s
         self._recheck_after = recheck_after_s
         self.revoked = 0  # batches this process took back (observable for tests)
+        self._checked: dict[str, float] = {}  # our queued batches: when the ledger was last asked
 
     async def states(self, batch_ids: Iterable[str]) -> dict[str, BatchState]:
         out: dict[str, BatchState] = {}
@@ -97,6 +98,12 @@ class BatchResolver:
         age = self._published.age(batch_id)
         if age is not None and age < self._recheck_after:
             return IN_FLIGHT  # just published: its Outcome is on its way
+        checked = self._checked.get(batch_id)
+        if age is not None and checked is not None and self._clock() - checked < self._recheck_after:
+            return IN_FLIGHT  # ours, asked the ledger a moment ago: queued behind others
+        self._checked[batch_id] = self._clock()
+        if len(self._checked) > 100_000:
+            self._checked.clear()
         record, _ = await self._ledger.get(batch_id)
         if record is None:
             if age is not None and age < self._lost_after:

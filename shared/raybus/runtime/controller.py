@@ -79,6 +79,7 @@ class ControllerRuntime:
         self._debounce = debounce_s
         self.queue: WorkQueue[ObjectKey, _Pending] = WorkQueue()
         self._fetchers: dict[int, asyncio.Task[None]] = {}
+        self._epochs: dict[int, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.leases: PartitionLeases | None = None
         self._tracer = trace.get_tracer(f"raybus.{controller.value}")
@@ -86,6 +87,12 @@ class ControllerRuntime:
 
     def partition(self, key: ObjectKey) -> int:
         return s.partition_of(key.namespace, key.name, self.bus.partitions)
+
+    def epoch(self, key: ObjectKey) -> int:
+        """Changes whenever this replica (re)acquires the key's partition: state a reconciler keeps
+        in memory for the key is valid only within one epoch (another replica may have owned the
+        key in between and changed its Redis state)."""
+        return self._epochs.get(self.partition(key), 0)
 
     async def start(self) -> None:
         js = self._nc.jetstream()
@@ -124,6 +131,7 @@ class ControllerRuntime:
         for p in changes.lost:
             await self._drop_partition(p)
         for p in changes.acquired:
+            self._epochs[p] = self._epochs.get(p, 0) + 1
             self._fetchers[p] = asyncio.create_task(self._fetch_loop(p))
             self._enqueue_partition(p)  # takeover: look at everything this partition holds
 

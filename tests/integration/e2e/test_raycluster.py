@@ -55,7 +55,11 @@ async def test_scale_up_and_down(kube: Kube) -> None:
     groups[0]["replicas"] = 2
     await kube.patch_cluster("e2e-scale", {"spec": {"workerGroupSpecs": groups}})
     await kube.wait_ready("e2e-scale", workers=2)
-    assert (await kube.cluster("e2e-scale"))["status"]["desiredWorkerReplicas"] == 2
+
+    async def status_follows() -> bool:  # the status write trails the pods (level state)
+        status = (await kube.cluster("e2e-scale"))["status"]
+        return bool(status["desiredWorkerReplicas"] == 2 and status["availableWorkerReplicas"] == 2)
+    await kube.eventually(status_follows, what="desiredWorkerReplicas 2 in the status")
 
 
 async def test_workers_to_delete_is_honoured_then_cleared(kube: Kube) -> None:
