@@ -29,7 +29,7 @@ def _index(index: dict[Pair, set[str]], ns: str, labels: dict[str, str], name: s
 
 
 class EndpointSliceController(KeyedController):
-    """Label indexes (pods by label, services by their selector's first pair, slices by service)
+    """Label indexes (pods by label, services by one pair of their selector, slices by service)
     keep a pod event and a service sync proportional to what they touch, not to every pod and
     service of the namespace: thousands of Ray pods pass through here in the benchmarks."""
 
@@ -44,7 +44,8 @@ class EndpointSliceController(KeyedController):
         self.ep_rt = reg.get("", "v1", "endpoints")
         self._pods: dict[Pair, set[str]] = {}
         self._selectors: dict[tuple[str, str], dict[str, str]] = {}
-        self._services: dict[Pair, set[str]] = {}  # by the first (sorted) pair of the selector
+        self._services: dict[Pair, set[str]] = {}  # by one pair of the selector (_index_service)
+        self._chosen: dict[tuple[str, str], Pair] = {}
         self._slices: dict[tuple[str, str], set[str]] = {}  # (ns, service) -> managed slice names
         store.listeners.append(self.on_event)
 
@@ -64,15 +65,20 @@ class EndpointSliceController(KeyedController):
         _index(self._pods, m.get("namespace", ""), m.get("labels") or {}, m["name"], add=add)
 
     def _index_service(self, svc: Obj, *, add: bool) -> None:
+        """A service is indexed under one pair of its selector: the one fewest services share
+        (every Ray Service selects app.kubernetes.io/created-by=kuberay-operator, but only one
+        selects its own ray.io/cluster)."""
         ns, name = svc["metadata"].get("namespace", ""), svc["metadata"]["name"]
-        old = self._selectors.pop((ns, name), None)
-        if old:
-            first = min(old.items())
-            self._services.get((ns, *first), set()).discard(name)
+        self._selectors.pop((ns, name), None)
+        chosen = self._chosen.pop((ns, name), None)
+        if chosen is not None:
+            self._services.get(chosen, set()).discard(name)
         selector = (svc.get("spec") or {}).get("selector") or {}
         if add and selector:
             self._selectors[(ns, name)] = dict(selector)
-            self._services.setdefault((ns, *min(selector.items())), set()).add(name)
+            pair = min(selector.items(), key=lambda kv: (len(self._services.get((ns, *kv), ())), kv))
+            self._chosen[(ns, name)] = (ns, *pair)
+            self._services.setdefault((ns, *pair), set()).add(name)
 
     def _index_slice(self, sl: Obj, *, add: bool) -> None:
         labels = sl["metadata"].get("labels") or {}
