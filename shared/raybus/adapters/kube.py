@@ -162,10 +162,22 @@ async def new_api_client(kubeconfig: str | None) -> kclient.ApiClient:
     """A kubeconfig file when given (local dev, tests), else the pod's service account."""
     if kubeconfig:
         api: kclient.ApiClient = await kconfig.new_client_from_config(config_file=kubeconfig)
-        return api
-    configuration = kclient.Configuration()
-    kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return kclient.ApiClient(configuration)
+    else:
+        configuration = kclient.Configuration()
+        kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        api = kclient.ApiClient(configuration)
+    _no_env_lookups(api)
+    return api
+
+
+def _no_env_lookups(api: kclient.ApiClient) -> None:
+    """kubernetes-asyncio opens its aiohttp session with trust_env=True, so every request reads
+    ~/.netrc (in a thread) and the proxy variables again: most of the command-executor's CPU at
+    1,000 RayClusters. The kubeconfig / in-cluster config already says how to reach the API
+    server; a proxy given in the kubeconfig (proxy-url) is still honoured by the client."""
+    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False
 
 
 def rate_limiter(qps: float, burst: int) -> AsyncLimiter:
