@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,10 @@ async def run(args: argparse.Namespace) -> None:
         print(f"results by op:code = {dict(sorted(codes.items()))}")
         print("CPU seconds from apply to all-ready: " + ", ".join(
             f"{n}={v:.2f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1])))
+        reconciles, reconcile_s = _scrape(stack, "cluster")
+        if reconciles:
+            print(f"cluster-reconciler: {reconciles / args.clusters:.1f} reconciles per cluster, "
+                  f"{1000 * reconcile_s / reconciles:.2f} ms each (raybus_reconciles_total)")
         for proc in stack.procs:
             status = Path(f"/proc/{proc.popen.pid}/status")
             hwm = next((line.split()[1] for line in status.read_text().splitlines()
@@ -160,6 +165,21 @@ async def run(args: argparse.Namespace) -> None:
                   f"  peak RSS {proc.name:<22} ?")
     finally:
         stack.stop()
+
+
+def _scrape(stack: LocalStack, controller: str) -> tuple[float, float]:
+    """Reconciles and their total seconds, summed over the controller's replicas."""
+    count = seconds = 0.0
+    for proc in stack.procs:
+        if not proc.metrics_port or not proc.name.startswith(f"{controller}-reconciler"):
+            continue
+        with urllib.request.urlopen(f"http://127.0.0.1:{proc.metrics_port}/metrics", timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(f'raybus_reconciles_total{{controller="{controller}"'):
+                    count += float(line.rsplit(" ", 1)[1])
+                elif line.startswith(f'raybus_reconcile_seconds_sum{{controller="{controller}"'):
+                    seconds += float(line.rsplit(" ", 1)[1])
+    return count, seconds
 
 
 def main() -> None:

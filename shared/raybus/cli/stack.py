@@ -35,6 +35,7 @@ class Proc:
     popen: subprocess.Popen[bytes]
     log: Path
     log_offset: int = 0  # where this process's output starts in its (append-mode) log
+    metrics_port: int = 0  # its Prometheus endpoint on 127.0.0.1 (0: none)
 
 
 @dataclass
@@ -110,6 +111,10 @@ class LocalStack:
         argv = [sys.executable, *args]
         env = {**os.environ, **self.env}
         service = args[1] if len(args) > 1 and args[0] == "-m" else ""
+        metrics_port = 0
+        if service in SERVICES:  # each service's Prometheus endpoint, on loopback
+            metrics_port = free_port()
+            env.update(RAYBUS_METRICS_PORT=str(metrics_port), RAYBUS_METRICS_LOCAL="1")
         if self.rbac and service in SERVICE_ACCOUNTS:
             env["RAYBUS_KUBECONFIG"] = str(self.service_kubeconfig(service))
         offset = log.stat().st_size if log.exists() else 0
@@ -119,7 +124,8 @@ class LocalStack:
             popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True,
                                      preexec_fn=die_with_parent())
-        proc = Proc(name=name, argv=argv, popen=popen, log=log, log_offset=offset)
+        proc = Proc(name=name, argv=argv, popen=popen, log=log, log_offset=offset,
+                    metrics_port=metrics_port)
         self.procs.append(proc)
         return proc
 

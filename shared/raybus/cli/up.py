@@ -79,6 +79,7 @@ def _print_table(stack: LocalStack) -> None:
     print(f"  kube API    {stack.api_url}  kubeconfig {stack.kubeconfig}")
     print(f"  dashboards  {stack.dashboard_url}/<namespace>/<cluster>/api/...")
     for proc in stack.procs:
-        print(f"  {proc.name:<22} pid {proc.popen.pid:<7} log {proc.log}")
+        metrics = f"  metrics http://127.0.0.1:{proc.metrics_port}/metrics" if proc.metrics_port else ""
+        print(f"  {proc.name:<22} pid {proc.popen.pid:<7} log {proc.log}{metrics}")
     print(f"  try: kubectl --kubeconfig {stack.home}/kubeconfig get rayclusters,pods -o wide")
     print("       .venv/bin/raybus tap   (bus traffic; `raybus tap cmd` for commands only)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 DEAD_LETTERS = Counter("raybus_dead_letters_total", "Undecodable bus messages sent to the DLQ",
                        ["service", "subject_kind"])
@@ -10,6 +10,8 @@ MESSAGES = Counter("raybus_messages_total", "Bus messages handled", ["service", 
 RECONCILES = Counter("raybus_reconciles_total", "Reconciles run", ["controller", "result"])
 RECONCILE_SECONDS = Histogram("raybus_reconcile_seconds", "Reconcile duration", ["controller"])
 COMMANDS = Counter("raybus_commands_total", "Commands executed", ["op", "result"])
+WORKQUEUE_DEPTH = Gauge("raybus_workqueue_depth", "Keys waiting in a reconciler's work queue",
+                        ["controller"])
 # Dashboard gateway (dashboard-poller): every HTTP request to a Ray dashboard or Serve proxy, by
 # endpoint template ("GET /api/jobs/{id}") and status code ("200", "404", "timeout", "error").
 DASHBOARD_REQUESTS = Counter("raybus_dashboard_requests_total", "Requests to Ray dashboards/proxies",
@@ -26,4 +28,10 @@ DASHBOARD_COMMANDS = Counter("raybus_dashboard_commands_total", "Dashboard comma
 def serve_metrics(port: int) -> None:
     """Port 0 disables the endpoint (tests start many processes)."""
     if port:
-        start_http_server(port, addr="0.0.0.0")
+        start_http_server(port, addr="127.0.0.1" if port_is_local() else "0.0.0.0")
+
+
+def port_is_local() -> bool:
+    """The local stack binds to loopback only (RAYBUS_METRICS_LOCAL=1); a Pod serves its port."""
+    import os  # noqa: PLC0415 - only read once, at start
+    return os.environ.get("RAYBUS_METRICS_LOCAL") == "1"

@@ -29,7 +29,7 @@ from raybus.bus.codec import decode_or_dead_letter
 from raybus.bus.envelopes import ObjectKey, Trigger
 from raybus.bus.publish import publish_trigger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, trigger_consumer_config
-from raybus.observability.metrics import RECONCILE_SECONDS, RECONCILES
+from raybus.observability.metrics import RECONCILE_SECONDS, RECONCILES, WORKQUEUE_DEPTH
 from raybus.observability.tracing import extract_context
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.leases import PartitionLeases
@@ -241,6 +241,7 @@ class ControllerRuntime:
                     RECONCILE_SECONDS.labels(self.controller.value).time():
                 returned = await self._reconcile(key)
             result = returned if isinstance(returned, Result) else Result(requeue_after=returned)
+            WORKQUEUE_DEPTH.labels(self.controller.value).set(len(self.queue))
             RECONCILES.labels(self.controller.value, "error" if result.error else "ok").inc()
         except Exception:
             log.exception("reconcile failed", extra={"key": str(key)})

@@ -44,6 +44,7 @@ class InFlightWrites:
         self._held: set[ObjectKey] = set()
         self._status_batches: dict[str, ObjectKey] = {}
         self._bases: dict[ObjectKey, str] = {}  # resourceVersion the last status was computed on
+        self._status_at: dict[ObjectKey, float] = {}  # when the last status was sent
         self._written: dict[ObjectKey, tuple[str, str]] = {}  # (base rv, rv after the write)
         self._creates: dict[ObjectKey, dict[tuple[str, str, str], str]] = {}
         self._sent: dict[str, float] = {}  # batch id -> when sent
@@ -104,9 +105,22 @@ class InFlightWrites:
     def mark_status(self, key: ObjectKey, status: Status, *, batch_id: str, base_rv: str = "") -> None:
         self._mark(batch_id)
         self._status[key] = (status, batch_id)
+        self._status_at[key] = self._clock()
         self._status_batches[batch_id] = key
         self._bases[key] = base_rv
         self._held.discard(key)
+
+    def last_status(self, key: ObjectKey) -> Status | None:
+        sent = self._status.get(key)
+        return sent[0] if sent is not None else None
+
+    def status_wait(self, key: ObjectKey, *, urgent: bool, interval_s: float) -> float:
+        """Seconds until a non-urgent status change of `key` may be written (0: now): at most one
+        such write per interval, so a converging cluster's counters do not cost a write each."""
+        if urgent:
+            return 0.0
+        last = self._status_at.get(key)
+        return 0.0 if last is None else max(0.0, last + interval_s - self._clock())
 
     def status_rv(self, key: ObjectKey, cache_rv: str) -> str:
         """The resourceVersion to write the next status over: our own last status write's result
@@ -155,6 +169,7 @@ class InFlightWrites:
         self._creates.pop(key, None)
         self._bases.pop(key, None)
         self._written.pop(key, None)
+        self._status_at.pop(key, None)
         live = {batch_id for _, batch_id in self._status.values()} | {
             b for targets in self._creates.values() for b in targets.values()}
         for batch_id in [b for b in self._sent if b not in live]:
