@@ -28,7 +28,7 @@ async def test_tap_prints_rows_and_stops_after_count(nats_server: NatsServer) ->
     out, _ = await asyncio.wait_for(proc.communicate(), 30)
     rows = [json.loads(line) for line in out.decode().splitlines()]
     assert proc.returncode == 0 and len(rows) == 2  # triggers were filtered out by "obj"
-    assert rows[0]["subject"] == "raybus.obj.raycluster.default.tapped"
+    assert rows[0]["subject"] == "raybus.obj.raycluster._.default.tapped"
     assert rows[0]["key"] == "default/tapped" and rows[1]["summary"].startswith("MODIFIED rv=2")
     await nc.close()
 
