@@ -5,7 +5,9 @@ Reported side by side, same run, same API server:
 - raybus: apply 100 RayClusters, time until all 1,100 pods exist (watch), and until all are ready;
 - API writes per converged cluster (from the executor's outcomes on the bus), by operation;
 - peak RSS (VmHWM) of every process.
-Run: `python -m tests.bench.bench_clusters [--clusters N --workers M --replicas R]`.
+Run: `python -m tests.bench.bench_clusters [--clusters N[,N...] --workers M --replicas R]`;
+`make bench` runs 100, 300 and 1,000 and prints the cost curve. Interrupted, it leaves nothing
+behind (the stack's processes die with it).
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ async def floor(kube: KubeClient, total: int, concurrency: int) -> float:
     return time.perf_counter() - t0
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="bench-clusters-"))
     stack = LocalStack(home=home, replicas=args.replicas, extra_env={
         "RAYBUS_KUBE_API_QPS": str(args.qps), "RAYBUS_KUBE_API_BURST": str(args.burst)})
@@ -129,7 +131,10 @@ async def run(args: argparse.Namespace) -> None:
 
         ready_s = await all_ready()
         cpu = {n: _cpu_seconds(pid) - cpu_before[n] for n, pid in pids.items()}
-        await asyncio.sleep(3.0)  # let trailing status writes land before counting
+        js = nc.jetstream()
+        while sum([(await js.stream_info(st)).state.messages
+                   for st in ("RAYBUS_COMMANDS", "RAYBUS_STATUS")]):
+            await asyncio.sleep(0.2)  # trailing status writes land before counting
         await nc.close()
         await kube.close()
         writes = sum(ops.values())
@@ -157,12 +162,18 @@ async def run(args: argparse.Namespace) -> None:
         if reconciles:
             print(f"cluster-reconciler: {reconciles / args.clusters:.1f} reconciles per cluster, "
                   f"{1000 * reconcile_s / reconciles:.2f} ms each (raybus_reconciles_total)")
-        for proc in stack.procs:
-            status = Path(f"/proc/{proc.popen.pid}/status")
+        rss: dict[str, float] = {}
+        for name, pid in pids.items():
+            status = Path(f"/proc/{pid}/status")
             hwm = next((line.split()[1] for line in status.read_text().splitlines()
-                        if line.startswith("VmHWM")), "?") if status.exists() else "?"
-            print(f"  peak RSS {proc.name:<22} {int(hwm) / 1024:.0f} MiB" if hwm != "?" else
-                  f"  peak RSS {proc.name:<22} ?")
+                        if line.startswith("VmHWM")), "0") if status.exists() else "0"
+            rss[name] = int(hwm) / 1024
+            print(f"  peak RSS {name:<22} {rss[name]:.0f} MiB")
+        raybus_cpu = sum(v for n, v in cpu.items() if n not in ("kube-sim", "nats-server", "redis-server"))
+        return {"clusters": args.clusters, "pods": total, "pods_s": pods_s, "ready_s": ready_s,
+                "bound_s": bound, "floor_s": floor_s, "ops": {k: v / args.clusters for k, v in ops.items()},
+                "failed": failed, "cpu": cpu, "raybus_cpu_ms_per_pod": 1000 * raybus_cpu / total,
+                "rss": rss, "reconciles_per_cluster": reconciles / args.clusters}
     finally:
         stack.stop()
 
@@ -182,9 +193,24 @@ def _scrape(stack: LocalStack, controller: str) -> tuple[float, float]:
     return count, seconds
 
 
+def _summary(rows: list[dict[str, Any]]) -> None:
+    """The cost curve, one line per size (issue: visible for 100, 300 and 1,000 clusters)."""
+    print("\nclusters  pods   pods-exist  ready   limiter-bound  pods/bound  ready/bound  "
+          "creates/cl  deletes/cl  status/cl  reconciles/cl  raybus-CPU-ms/pod  RSS-KiB/pod(raybus)")
+    for r in rows:
+        raybus_rss = sum(v for n, v in r["rss"].items() if n not in ("kube-sim", "nats-server", "redis-server"))
+        bound = max(r["bound_s"], r["floor_s"])
+        print(f"{r['clusters']:>8}  {r['pods']:>5}  {r['pods_s']:>9.1f}s  {r['ready_s']:>5.1f}s  "
+              f"{r['bound_s']:>12.1f}s  {r['pods_s'] / bound:>9.2f}x  {r['ready_s'] / bound:>10.2f}x  "
+              f"{r['ops'].get('create', 0):>10.2f}  {r['ops'].get('delete', 0):>10.2f}  "
+              f"{r['ops'].get('update_status', 0):>9.2f}  {r['reconciles_per_cluster']:>13.1f}  "
+              f"{r['raybus_cpu_ms_per_pod']:>17.1f}  {1024 * raybus_rss / r['pods']:>19.1f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--clusters", type=int, default=100)
+    p.add_argument("--clusters", default="100",
+                   help="cluster count, or a comma-separated list run one after the other")
     p.add_argument("--workers", type=int, default=10)
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=32)
@@ -192,7 +218,11 @@ def main() -> None:
     # --qps 100000 --burst 100000 to compare the architectures rather than the limiter.
     p.add_argument("--qps", type=float, default=100.0)
     p.add_argument("--burst", type=int, default=200)
-    asyncio.run(run(p.parse_args()))
+    args = p.parse_args()
+    rows = []
+    for count in [int(c) for c in str(args.clusters).split(",")]:
+        rows.append(asyncio.run(run(argparse.Namespace(**{**vars(args), "clusters": count}))))
+    _summary(rows)
 
 
 if __name__ == "__main__":
