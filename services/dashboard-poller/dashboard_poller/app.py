@@ -21,11 +21,13 @@ import asyncio
 import contextlib
 import logging
 
+import aiohttp
 import httpx
 import nats
 from nats.aio.client import Client as NATS
 
 from dashboard_poller.commands import CommandRunner
+from dashboard_poller.follow import Follower
 from dashboard_poller.heads import Heads
 from dashboard_poller.leader import LeaderLease
 from dashboard_poller.polling import PollScheduler
@@ -47,6 +49,8 @@ class DashboardPollerService:
         self.settings = settings
         self._nc: NATS | None = None
         self._http: httpx.AsyncClient | None = None
+        self._ws: aiohttp.ClientSession | None = None  # log tail streams (httpx has no WebSockets)
+        self.follower: Follower | None = None
         self.view: BusView | None = None
         self.clusters: ObjectCache | None = None
         self.heads: Heads | None = None
@@ -76,6 +80,8 @@ class DashboardPollerService:
         # Keep-alive pool (README §5: a new connection per request costs ~20 ms client-side).
         self._http = httpx.AsyncClient(limits=httpx.Limits(max_connections=512,
                                                            max_keepalive_connections=256))
+        self._ws = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None),
+                                         connector=aiohttp.TCPConnector(limit=0))
         self.view = BusView(self.nc)
         await self.view.start()
         self.clusters = ObjectCache(self.nc, kinds=[s.Kind.RAYCLUSTER])
@@ -108,8 +114,10 @@ class DashboardPollerService:
     async def _activate(self) -> None:
         assert self.heads is not None and self.commands is not None
         log.info("active: polling and executing dashboard commands")
+        assert self._ws is not None
+        self.follower = Follower(self.heads, self._ws)
         self._scheduler = asyncio.create_task(
-            PollScheduler(self.heads, clusters=self.clusters,
+            PollScheduler(self.heads, clusters=self.clusters, follower=self.follower,
                           max_in_flight=self.settings.max_rounds_in_flight).run())
         self._workers = PullWorkers(self.nc, stream=s.STREAM_DASHBOARD_COMMANDS,
                                     config=dashboard_command_consumer_config(self.settings.bus()),
@@ -140,6 +148,8 @@ class DashboardPollerService:
                     await part.stop()
         if self._http is not None:
             await self._http.aclose()
+        if self._ws is not None:
+            await self._ws.close()
         if self._nc is not None:
             with contextlib.suppress(Exception):
                 await self._nc.drain()

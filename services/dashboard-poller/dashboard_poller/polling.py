@@ -1,6 +1,7 @@
 """The poll scheduler: asks the pure decision (`decide_poll`) for every declared cluster when to
-read it, runs due rounds (at most one per head, a bounded number at once), and sleeps until the
-earliest next decision or until an interest changes."""
+read it, runs due rounds (at most one per head, a bounded number at once), keeps the followed
+jobs' log tail streams as `decide_follows` says (follow.py; an ended stream is a poll_now token),
+and sleeps until the earliest next decision or until an interest changes or a stream ends."""
 
 from __future__ import annotations
 
@@ -9,11 +10,19 @@ import logging
 import math
 import time
 
+from dashboard_poller.follow import Follower
 from dashboard_poller.heads import Heads
 from dashboard_poller.view import ClusterKey
 from raybus.bus import subjects as s
 from raybus.decisions.dashboard import head_ready
-from raybus.decisions.dashboard_poll import ClusterWant, PollPlan, PollState, after_head_ready, decide_poll
+from raybus.decisions.dashboard_poll import (
+    ClusterWant,
+    PollPlan,
+    PollState,
+    after_head_ready,
+    decide_poll,
+    with_follow_ends,
+)
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.tasks import cancel_and_wait
 
@@ -22,8 +31,10 @@ MAX_SLEEP_S = 1.0  # RayCluster readiness is read from the cache, not signalled:
 
 
 class PollScheduler:
-    def __init__(self, heads: Heads, *, clusters: ObjectCache | None, max_in_flight: int) -> None:
+    def __init__(self, heads: Heads, *, clusters: ObjectCache | None, max_in_flight: int,
+                 follower: Follower | None = None) -> None:
         self._heads = heads
+        self._follower = follower
         self._clusters = clusters
         self._slots = asyncio.Semaphore(max_in_flight)
         self._busy: dict[ClusterKey, asyncio.Task[None]] = {}
@@ -56,6 +67,8 @@ class PollScheduler:
                     pass
         finally:
             await cancel_and_wait(list(self._busy.values()))
+            if self._follower is not None:
+                await self._follower.stop()
 
     def _round_of_decisions(self) -> float:
         heads, settings = self._heads, self._heads.settings.poll()
@@ -66,13 +79,23 @@ class PollScheduler:
             heads.states.pop(gone, None)
             heads.deleted_jobs.pop(gone, None)
             self._ready_seen.pop(gone, None)
+        follower = self._follower
+        if follower is not None:
+            for gone in follower.clusters() - set(wants):
+                follower.reconcile(gone, None, None, head_ready=None, now=now)
         for key, want in wants.items():
+            ready = self._head_ready(key)
+            obs, _ = heads.view.observation(*key)
+            streaming: frozenset[str] = frozenset()
+            if follower is not None:
+                wake = min(wake, follower.reconcile(key, want, obs, head_ready=ready, now=now))
+                want = with_follow_ends(want, follower.ends(key))
+                streaming = follower.streaming(key)
             if key in self._busy:
                 continue
             state = heads.states.get(key, PollState())
-            obs, _ = heads.view.observation(*key)
             decision = decide_poll(want, state, obs, now=now, wall_ms=wall_ms, settings=settings,
-                                   head_ready=self._head_ready(key))
+                                   head_ready=ready, streaming=streaming)
             if decision.due and decision.plan is not None:
                 task = asyncio.create_task(self._poll(key, want, decision.plan, decision.reason))
                 self._busy[key] = task

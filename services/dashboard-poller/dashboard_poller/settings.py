@@ -31,6 +31,11 @@ class PollerSettings(CommonSettings):
     lease_ttl_s: float = 10.0
     max_rounds_in_flight: int = 64  # heads read at once (each head: one request at a time)
     max_commands_in_flight: int = 64
+    # Log tail streams of followed jobs (HTTPMode/InteractiveMode's job-end signal): at most this
+    # many held at once (file descriptors; beyond it those jobs' ends are seen by polling, 0: none),
+    # pinged this often so a head that vanished silently is noticed (0: never).
+    max_follow_streams: int = 4096
+    follow_heartbeat_s: float = 30.0
 
     def poll(self) -> PollSettings:
         return PollSettings(fast_interval_s=self.fast_interval_s, slow_interval_s=self.slow_interval_s,

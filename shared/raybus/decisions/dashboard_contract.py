@@ -74,7 +74,10 @@ class DashboardInterest(_Frozen):
     An owner with nothing to observe publishes an empty interest (no cluster). `expect_change`
     asks for the fast cadence (a job that may change soon, apps deploying, an upgrade). `poll_now`
     is a token: whenever it changes the poller reads the cluster at once (e.g. the submitter
-    container just ended, so the Ray job has most likely ended too).
+    container just ended, so the Ray job has most likely ended too). `follow_jobs` (declared jobs)
+    asks for an end signal that costs no polling: the poller holds each such job's log tail stream
+    open, as `ray job logs --follow` does, and reads the cluster at once when the head closes it
+    (HTTPMode/InteractiveMode, which have no submitter container whose end Kubernetes reports).
     """
 
     cluster: str | None = None  # RayCluster name (same namespace as the owner)
@@ -84,6 +87,7 @@ class DashboardInterest(_Frozen):
     proxy_port: int = 8000
     expect_change: bool = False
     poll_now: str = ""
+    follow_jobs: list[str] = Field(default_factory=list)  # each also read as if in `jobs`
 
 
 # --- commands: writes the poller performs ---------------------------------------------------------

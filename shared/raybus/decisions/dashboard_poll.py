@@ -6,8 +6,10 @@ proxy health every 2 s, whatever is happening (KubeRay #4069, #4087, #2646). ray
 every owner's `DashboardInterest` per cluster and reads a head:
 
 - at once when an owner asks (`poll_now` token changed: e.g. the submitter container ended, so
-  the Ray job has most likely ended too), or when what is declared changed (a new job id, Serve
-  newly wanted, another head pod);
+  the Ray job has most likely ended too), when the log tail stream of a followed job ended (the
+  head closes it when the job reaches a terminal state: `ray job logs --follow`'s signal, see
+  "Follow streams" below), or when what is declared changed (a new job id, Serve newly wanted,
+  another head pod);
 - fast (`fast_interval_s`) only where a change is expected: `expect_change`, a job PENDING or just
   submitted, apps DEPLOYING/DELETING/NOT_STARTED, a proxy unhealthy or never read, a write to the
   cluster moments ago;
@@ -21,12 +23,24 @@ instead of N; README §5: 2.4 ms for a 9-job list vs 1.3 ms per single GET). Job
 are not read again (a terminal Ray job never changes; KubeRay stops polling them too), except in
 the read-back after a write. The poller runs a round's requests one after another, and never a
 round and a command at the same time, so a head never has two raybus requests in flight.
+
+Follow streams (`DashboardInterest.follow_jobs`, HTTPMode/InteractiveMode). K8sJobMode and
+SidecarMode learn of a job's end from Kubernetes: the submitter container runs `ray job submit`,
+which follows the job's log tail (`GET /api/jobs/<id>/logs/tail`, a WebSocket the head closes once
+the job is terminal) and exits with it. The other modes have no such container, so the poller
+holds that same stream itself: one passive connection per followed job, opened (a single
+request, under the head's lock like every other) once the job is observed PENDING/RUNNING, never
+for a terminal, ghost or unobserved job (a not-yet-submitted job would be a 404). When it ends,
+cleanly or not, the cluster is read at once (a `follow/<job>=<n>` poll_now token), and a new
+stream for the same job waits `next_delay(ends)`: the ends in a row, reset by a stream that lived
+`backoff_cap_s`, so a head or proxy that keeps dropping it costs at most one stream + one read per
+backoff step. A followed job with a stream open does not need the "just started" fast cadence.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
@@ -81,6 +95,7 @@ class ClusterWant(_Frozen):
     expect_change: bool = False
     poll_now: frozenset[str] = frozenset()  # "<controller>/<owner>=<token>"
     owners: tuple[Owner, ...] = ()
+    follow: tuple[str, ...] = ()  # jobs whose log tail stream to hold open (all also in `jobs`)
 
     @property
     def targets(self) -> tuple[tuple[str, ...], bool, tuple[ProxyTarget, ...]]:
@@ -100,6 +115,7 @@ class _Acc:
     expect: bool = False
     tokens: set[str] = field(default_factory=set)
     owners: list[Owner] = field(default_factory=list)
+    follow: set[str] = field(default_factory=set)
 
 
 def merge_interests(interests: Iterable[OwnedInterest]) -> dict[tuple[str, str], ClusterWant]:
@@ -111,6 +127,8 @@ def merge_interests(interests: Iterable[OwnedInterest]) -> dict[tuple[str, str],
             continue
         cur = acc.setdefault((item.owner.namespace, want.cluster), _Acc())
         cur.jobs.update(want.jobs)
+        cur.jobs.update(want.follow_jobs)
+        cur.follow.update(want.follow_jobs)
         cur.serve = cur.serve or want.serve
         for pod, ip in want.proxy_pods.items():
             cur.proxies[pod] = ProxyTarget(pod=pod, ip=ip, port=want.proxy_port)
@@ -122,7 +140,7 @@ def merge_interests(interests: Iterable[OwnedInterest]) -> dict[tuple[str, str],
         (namespace, cluster): ClusterWant(
             namespace=namespace, cluster=cluster, jobs=tuple(sorted(cur.jobs)), serve=cur.serve,
             proxies=tuple(cur.proxies[p] for p in sorted(cur.proxies)), expect_change=cur.expect,
-            poll_now=frozenset(cur.tokens), owners=tuple(cur.owners))
+            poll_now=frozenset(cur.tokens), owners=tuple(cur.owners), follow=tuple(sorted(cur.follow)))
         for (namespace, cluster), cur in acc.items()
     }
 
@@ -168,8 +186,10 @@ class PollDecision(_Frozen):
 
 
 def fast_reason(want: ClusterWant, observation: ClusterObservation | None, state: PollState, *,
-                now: float, wall_ms: int, settings: PollSettings) -> str | None:
-    """Why this cluster should be read at the fast cadence, or None for the slow one."""
+                now: float, wall_ms: int, settings: PollSettings,
+                streaming: frozenset[str] = frozenset()) -> str | None:
+    """Why this cluster should be read at the fast cadence, or None for the slow one. `streaming`:
+    followed jobs whose log tail stream is open (their end is signalled)."""
     if want.expect_change:
         return "an owner expects a change"
     if state.last_write_at is not None and now - state.last_write_at < settings.fresh_window_s:
@@ -184,7 +204,7 @@ def fast_reason(want: ClusterWant, observation: ClusterObservation | None, state
         if job.status == "PENDING":
             return f"job {job_id} PENDING"
         young = job.start_time_ms is not None and wall_ms - job.start_time_ms < settings.fresh_window_s * 1000
-        if job.status == "RUNNING" and young:
+        if job.status == "RUNNING" and young and job_id not in streaming:
             return f"job {job_id} just started"
     if want.serve:
         if obs is None or obs.serve_apps is None:
@@ -217,7 +237,7 @@ def plan_requests(want: ClusterWant, observation: ClusterObservation | None, *,
 
 def decide_poll(want: ClusterWant, state: PollState, observation: ClusterObservation | None, *,
                 now: float, wall_ms: int, settings: PollSettings,
-                head_ready: bool | None = None) -> PollDecision:
+                head_ready: bool | None = None, streaming: frozenset[str] = frozenset()) -> PollDecision:
     """Whether to read this cluster now, and if not, when to look again.
 
     `now` is monotonic seconds (intervals), `wall_ms` epoch ms (job start times). `head_ready`
@@ -247,7 +267,8 @@ def decide_poll(want: ClusterWant, state: PollState, observation: ClusterObserva
     elif state.polled_targets != want.targets:
         return PollDecision(due=True, at=now, reason="declared interest changed", plan=plan)
     else:
-        fast = fast_reason(want, observation, state, now=now, wall_ms=wall_ms, settings=settings)
+        fast = fast_reason(want, observation, state, now=now, wall_ms=wall_ms, settings=settings,
+                           streaming=streaming)
         interval = settings.fast_interval_s if fast else settings.slow_interval_s
         at, reason = last + interval, fast or "steady state"
     return PollDecision(due=at <= now, at=at, reason=reason, plan=plan if at <= now else None)
@@ -273,3 +294,58 @@ def after_write(state: PollState, *, now: float) -> PollState:
 def after_head_ready(state: PollState) -> PollState:
     """The head pod just became Ready: forget the backoff of the head that was not there."""
     return state.model_copy(update={"failures": 0, "last_attempt_at": None})
+
+
+# --- follow streams ---------------------------------------------------------------------------------
+class FollowState(_Frozen):
+    """One followed job's stream history (monotonic seconds)."""
+
+    ends: int = 0  # streams that ended in a row without one living `backoff_cap_s`
+    retry_at: float | None = None  # no new stream before this
+
+
+class FollowPlan(_Frozen):
+    open: tuple[str, ...] = ()  # start a stream for these jobs
+    close: tuple[str, ...] = ()  # streams no longer wanted (job terminal, undeclared)
+    at: float = math.inf  # decide again at the latest (a backoff running out)
+
+
+def decide_follows(want: ClusterWant | None, observation: ClusterObservation | None, *,
+                   streaming: frozenset[str], follows: Mapping[str, FollowState], now: float,
+                   head_ready: bool | None = None) -> FollowPlan:
+    """Which log tail streams of one cluster to open or close. A stream is wanted for a followed
+    job observed PENDING/RUNNING (not a ghost): never for an unobserved job (the head would answer
+    404 before the submission lands) nor for a terminal one (nothing left to signal)."""
+    wanted: set[str] = set()
+    for job_id in want.follow if want is not None else ():
+        job = observation.jobs.get(job_id) if observation is not None else None
+        if job is not None and not job.ghost and job.status not in TERMINAL_JOB:
+            wanted.add(job_id)
+    opening: list[str] = []
+    at = math.inf
+    if head_ready is not False:  # a head Pod that is not Ready is not there to stream from
+        for job_id in sorted(wanted - streaming):
+            retry_at = follows[job_id].retry_at if job_id in follows else None
+            if retry_at is not None and retry_at > now:
+                at = min(at, retry_at)
+            else:
+                opening.append(job_id)
+    return FollowPlan(open=tuple(opening), close=tuple(sorted(streaming - wanted)), at=at)
+
+
+def after_follow_end(state: FollowState, *, opened_at: float, now: float,
+                     settings: PollSettings) -> FollowState:
+    """A stream ended (closed by the head or broken): the next one for this job waits a backoff
+    that grows while streams keep ending quickly."""
+    ends = 1 if now - opened_at >= settings.backoff_cap_s else state.ends + 1
+    delay = next_delay(ends, base_s=settings.fast_interval_s, cap_s=settings.backoff_cap_s)
+    return FollowState(ends=ends, retry_at=now + delay)
+
+
+def with_follow_ends(want: ClusterWant, ends: Mapping[str, int]) -> ClusterWant:
+    """A followed job's stream that ended asks for a read at once, exactly like an owner's
+    poll_now token (so a round that started before the end does not count as covering it)."""
+    tokens = {f"follow/{job_id}={n}" for job_id, n in ends.items() if job_id in want.follow and n}
+    if not tokens:
+        return want
+    return want.model_copy(update={"poll_now": want.poll_now | tokens})

@@ -22,7 +22,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 
-from aiohttp import web
+from aiohttp import WSCloseCode, web
 
 from raybus_sim.dashboard import handlers as h
 from raybus_sim.dashboard import texts
@@ -31,7 +31,7 @@ from raybus_sim.dashboard.registry import ClusterState, DashboardRegistry, Fault
 
 REGISTRY_KEY = web.AppKey("dashboard_registry", DashboardRegistry)
 
-Handler = Callable[[h.Call], Awaitable[web.Response]]
+Handler = Callable[[h.Call], Awaitable[web.StreamResponse]]
 
 _ID = r"(?P<id>[^/]+)"
 # (method, tail regex, endpoint name used for request counting, handler)
@@ -41,6 +41,8 @@ ROUTES: list[tuple[str, re.Pattern[str], str, Handler]] = [
     ("GET", re.compile(r"api/jobs/?"), "/api/jobs/", h.list_jobs),
     ("POST", re.compile(r"api/jobs/?"), "/api/jobs/", h.submit_job),
     ("GET", re.compile(rf"api/jobs/{_ID}/logs"), "/api/jobs/{id}/logs", h.job_logs),
+    # A WebSocket held open until the job ends: counted once, when it is opened.
+    ("GET", re.compile(rf"api/jobs/{_ID}/logs/tail"), "/api/jobs/{id}/logs/tail", h.tail_job_logs),
     ("POST", re.compile(rf"api/jobs/{_ID}/stop"), "/api/jobs/{id}/stop", h.stop_job),
     ("GET", re.compile(rf"api/jobs/{_ID}"), "/api/jobs/{id}", h.get_job),
     ("DELETE", re.compile(rf"api/jobs/{_ID}"), "/api/jobs/{id}", h.delete_job),
@@ -136,10 +138,17 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
     return await handler(h.Call(state=state, request=request, match=match, now=now, clock=registry.clock))
 
 
+async def _close_tails(app: web.Application) -> None:
+    for ws in list(app[h.OPEN_TAILS]):
+        await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
+
+
 def create_dashboard_app(registry: DashboardRegistry) -> web.Application:
     """One aiohttp app serving every head in `registry` plus the control API."""
     app = web.Application()
     app[REGISTRY_KEY] = registry
+    app[h.OPEN_TAILS] = set()
+    app.on_shutdown.append(_close_tails)
     add_control_routes(app, registry)
     app.router.add_route("*", "/{ns}/{cluster}/{tail:.*}", _dispatch)
     return app

@@ -147,6 +147,63 @@ async def job_logs(call: Call) -> web.Response:
     return _missing(call.job_id) if job is None else json_ok({"logs": job.logs(call.now)})  # 12_*, 32_*
 
 
+TAIL_CLOSED = (web.WSMsgType.CLOSE, web.WSMsgType.CLOSING, web.WSMsgType.CLOSED, web.WSMsgType.ERROR)
+# Open log tails of the app, closed at shutdown (aiohttp's graceful shutdown waits for handlers).
+OPEN_TAILS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("open_log_tails")
+
+
+async def tail_job_logs(call: Call) -> web.StreamResponse:
+    """GET /api/jobs/<id>/logs/tail, as Ray's job_head.py `tail_job_logs` (what `ray job logs
+    --follow` and a waiting `ray job submit` hold open): plain 404 for an unknown job, 400 for a
+    DRIVER job; else a WebSocket that sends the log text as it grows and that the head closes
+    (close frame, 1000) once the job is terminal, looked at every `log_tail_interval_s`
+    (JobManager.LOG_TAIL_SLEEP_S). A deleted job ends it the same way (the head relays its agent's
+    end as a close). The head going down or restarting drops the connection with no close frame.
+    Not modelled: real Ray drops the connection when a job ends before its supervisor started."""
+    state, job_id = call.state, call.job_id
+    job = state.jobs.find(job_id, call.now)
+    if job is None:
+        return _missing(job_id)
+    if job.job_type != "SUBMISSION":
+        return text(400, texts.TAIL_NOT_SUBMISSION)
+    ws = web.WebSocketResponse()
+    await ws.prepare(call.request)
+    tails = call.request.app.get(OPEN_TAILS, set())
+    tails.add(ws)
+    try:
+        return await _tail(call, ws, job_id)
+    finally:
+        tails.discard(ws)
+
+
+async def _tail(call: Call, ws: web.WebSocketResponse, job_id: str) -> web.WebSocketResponse:
+    state = call.state
+    session, sent = state.session, ""
+    while True:
+        now = call.clock()
+        if not state.up or state.session != session:
+            if call.request.transport is not None:
+                call.request.transport.close()
+            return ws
+        current = state.jobs.find(job_id, now)
+        if current is None:
+            await ws.close()
+            return ws
+        logs = current.logs(now)
+        if len(logs) > len(sent) and logs.startswith(sent):
+            await ws.send_str(logs[len(sent):])
+            sent = logs
+        if current.is_terminal(now):
+            await ws.close()
+            return ws
+        try:
+            msg = await ws.receive(timeout=state.settings.log_tail_interval_s)
+        except TimeoutError:
+            continue
+        if msg.type in TAIL_CLOSED:  # the client went away
+            return ws
+
+
 async def stop_job(call: Call) -> web.Response:
     """34_*: running -> stopped true; 36_*: terminal -> stopped false; 82_*: PENDING -> true."""
     await _latency(call.state.settings.job_write_s)

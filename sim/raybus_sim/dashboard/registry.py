@@ -54,6 +54,10 @@ class ClusterSettings:
     serve_delete_running_s: float = 2.5  # DELETE /api/serve/applications/ while apps run: 2.4-3 s
     serve_delete_idle_s: float = 0.8  # ... when only failed apps exist
     job_write_s: float = 0.0  # POST /api/jobs/, stop, DELETE
+    # GET /api/jobs/<id>/logs/tail (WebSocket): real Ray's JobManager.tail_job_logs looks for new
+    # log lines / a terminal status every LOG_TAIL_SLEEP_S = 1 s, so the stream closes up to 1 s
+    # after the job ends.
+    log_tail_interval_s: float = 1.0
     # Top-level modules a head can import (imports.py); anything else ends DEPLOY_FAILED with
     # ModuleNotFoundError. ["*"]: everything imports.
     importable_modules: list[str] = field(default_factory=lambda: sorted(DEFAULT_IMPORTABLE_MODULES))

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from raybus.api import with_defaults
-from raybus.api.rayjob import RayJob
+from raybus.api.rayjob import JobSubmissionMode, RayJob
 from raybus.decisions.cluster.status import inconsistent_status
 from raybus.decisions.commands import PatchObject, UpdateStatus
 from raybus.decisions.dashboard_contract import DashboardInterest, StopJob
@@ -222,14 +222,22 @@ def _has_time_based_followup(w: Work) -> bool:
     return False
 
 
+# Modes without a submitter container, whose end Kubernetes would report (K8sJobMode/SidecarMode:
+# `ray job submit` follows the job's log tail and exits with it; the reconciler then bumps poll_now).
+# For these the dashboard-poller holds that same log tail stream itself (`follow_jobs`).
+_FOLLOWED_MODES = frozenset({JobSubmissionMode.HTTP, JobSubmissionMode.INTERACTIVE})
+
+
 def _interest(w: Work) -> DashboardInterest:
     """Follow the job while Running; the fast cadence while it may start or end any moment."""
     if (w.jds != "Running" or not w.get("jobId") or not w.get("rayClusterName")
             or w.job.metadata.deletion_timestamp):
         return DashboardInterest()
-    return DashboardInterest(cluster=w.get("rayClusterName"), jobs=[w.get("jobId")],
+    job_id = w.get("jobId")
+    follow = w.mode in _FOLLOWED_MODES and not is_job_terminal(w.job_status)
+    return DashboardInterest(cluster=w.get("rayClusterName"), jobs=[job_id],
                              expect_change=w.job_status in ("", "PENDING") or bool(w.dashboard_commands),
-                             poll_now=w.poll_now)
+                             poll_now=w.poll_now, follow_jobs=[job_id] if follow else [])
 
 
 def _requeue_after(w: Work, status: dict[str, Any] | None) -> float | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from raybus.decisions.job.model import JobSnapshot, KubeCommandFailure
 from raybus.decisions.job.names import generate_ray_cluster_name, generate_ray_job_id
 from raybus.decisions.job.settings import JobSettings
@@ -364,3 +366,28 @@ def test_create_submitter_if_needed_labels() -> None:
     [job] = created(decide(snap(status)), "Job")
     assert job["metadata"]["labels"]["ray.io/originated-from-cr-name"] == "rj"
     assert job["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob"
+
+
+# --- follow streams: the job-end signal of the modes without a submitter container -------------------------
+@pytest.mark.parametrize(("mode", "observed", "follows"), [
+    ("HTTPMode", "RUNNING", True),
+    ("HTTPMode", "PENDING", True),
+    ("HTTPMode", None, True),  # not observed yet: followed once the poller sees it non-terminal
+    ("InteractiveMode", "RUNNING", True),
+    ("K8sJobMode", "RUNNING", False),  # its submitter container follows the log tail and ends with it
+    ("SidecarMode", "RUNNING", False),
+    ("HTTPMode", "SUCCEEDED", False),  # terminal: no interest at all once Complete
+    ("InteractiveMode", "FAILED", False),
+])
+def test_follow_jobs_only_for_modes_without_a_submitter_while_not_terminal(
+        mode: str, observed: str | None, follows: bool) -> None:
+    spec: dict[str, Any] = {"submissionMode": mode}
+    if mode == "InteractiveMode":
+        spec["jobId"] = JID
+    jobs = {JID: observed} if observed else {}
+    job_status = observed if observed in ("PENDING", "RUNNING") else "RUNNING"
+    d = decide(snap(running(jobStatus=job_status), spec=spec, submitter=submitter(),
+                    dashboard=observation(CL, jobs=jobs)))
+    assert d.interest.follow_jobs == ([JID] if follows else [])
+    if follows:
+        assert d.interest.jobs == [JID] and d.interest.cluster == CL
