@@ -57,7 +57,7 @@ from raybus.decisions.dashboard_contract import (
     StopJob,
     SubmitJob,
 )
-from raybus.decisions.dashboard_poll import ClusterWant, JobsRequest, PollPlan, PollState
+from raybus.decisions.dashboard_poll import ClusterWant, JobsRequest, PollPlan, PollState, after_change
 from raybus.observability.metrics import DASHBOARD_COMMANDS, MESSAGES
 from raybus.runtime.tasks import cancel_and_wait
 
@@ -190,19 +190,25 @@ class CommandRunner:
                                                  "reason": c.reason, "detail": message[:300]})
             want = heads.view.wants().get(ck) or ClusterWant(namespace=namespace, cluster=c.cluster)
             want, plan = read_back_plan(want, command)
+            written_at = time.monotonic()
             round_result = await heads.read(want, plan)
             now = time.monotonic()
             prev = heads.states.get(ck, PollState())
             failed = round_result.failed
-            # Fast cadence for a while after a write (things change now); the regular rounds keep
-            # their own bookkeeping (this read-back covered one part only).
+            # Fast cadence for a while after a write (things change now) until a read shows its
+            # effect; the regular rounds keep their own bookkeeping (this read-back covered one
+            # part only).
             new_state = prev.model_copy(update={
-                "last_write_at": now, "failures": prev.failures + 1 if failed else 0,
+                "last_write_at": written_at, "write_seen": False,
+                "failures": prev.failures + 1 if failed else 0,
                 "last_success_at": prev.last_success_at if failed else now})
             heads.states[ck] = new_state
+            _, before = heads.view.observation(namespace, c.cluster)
             obs_seq = await heads.observe(want, round_result, failures=new_state.failures,
                                           reason=f"read back after {c.op}",
                                           previous_success=prev.last_success_at)
+            if obs_seq != before:
+                heads.states[ck] = after_change(heads.states[ck], read_at=written_at)
         result = DashboardCommandResult(command_id=command.command_id, op=c.op, cluster=c.cluster,
                                         state=state, message=message)
         return result, obs_seq

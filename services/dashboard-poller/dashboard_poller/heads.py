@@ -35,7 +35,7 @@ from raybus.bus.envelopes import DashboardObservation, ObjectKey
 from raybus.bus.publish import DASHBOARD_KIND, publish_dashboard_observation, publish_trigger
 from raybus.decisions.dashboard_contract import ClusterObservation, JobObservation
 from raybus.decisions.dashboard_observe import RoundResult, changed_parts, merge_round, newly_ended_jobs
-from raybus.decisions.dashboard_poll import ClusterWant, PollPlan, PollState, after_round
+from raybus.decisions.dashboard_poll import ClusterWant, PollPlan, PollState, after_change, after_round
 from raybus.observability.metrics import DASHBOARD_OBSERVATION_LAG
 
 log = logging.getLogger(__name__)
@@ -127,13 +127,18 @@ class Heads:
         current observation sequence (0 if none was ever published)."""
         key = (want.namespace, want.cluster)
         async with self.locks[key]:
+            read_at = time.monotonic()
             result = await self.read(want, plan)
             state = self.states.get(key, PollState())
             previous_success = state.last_success_at
             state = after_round(state, want, now=time.monotonic(), failed=result.failed)
             self.states[key] = state
-            return await self.observe(want, result, failures=state.failures, reason=reason,
-                                      previous_success=previous_success)
+            _, before = self.view.observation(*key)
+            seq = await self.observe(want, result, failures=state.failures, reason=reason,
+                                     previous_success=previous_success)
+            if seq != before:
+                self.states[key] = after_change(self.states[key], read_at=read_at)
+            return seq
 
     async def observe(self, want: ClusterWant, result: RoundResult, *, failures: int, reason: str,
                       previous_success: float | None) -> int:

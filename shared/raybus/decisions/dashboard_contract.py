@@ -88,6 +88,10 @@ class DashboardInterest(_Frozen):
     expect_change: bool = False
     poll_now: str = ""
     follow_jobs: list[str] = Field(default_factory=list)  # each also read as if in `jobs`
+    # The owner learns of its jobs' end from Kubernetes (K8sJobMode/SidecarMode: the submitter
+    # container follows the job and ends with it) and then changes `poll_now`: no fast cadence
+    # just because a job started recently.
+    job_end_signalled: bool = False
 
 
 # --- commands: writes the poller performs ---------------------------------------------------------

@@ -11,8 +11,10 @@ every owner's `DashboardInterest` per cluster and reads a head:
   "Follow streams" below), or when what is declared changed (a new job id, Serve newly wanted,
   another head pod);
 - fast (`fast_interval_s`) only where a change is expected: `expect_change`, a job PENDING or just
-  submitted, apps DEPLOYING/DELETING/NOT_STARTED, a proxy unhealthy or never read, a write to the
-  cluster moments ago;
+  started (unless its end is signalled: a followed job's open stream, or an owner whose submitter
+  container reports it, `job_end_signalled`), apps DEPLOYING/DELETING/NOT_STARTED, a proxy
+  unhealthy or never read, a write to the cluster moments ago whose effect no read has shown yet
+  (a read after the write that changed the observation ends that: the other rules take over);
 - slowly otherwise (`slow_interval_s`, a safety net);
 - with exponential backoff while the head does not answer (a timeout is never a state).
 
@@ -96,6 +98,7 @@ class ClusterWant(_Frozen):
     poll_now: frozenset[str] = frozenset()  # "<controller>/<owner>=<token>"
     owners: tuple[Owner, ...] = ()
     follow: tuple[str, ...] = ()  # jobs whose log tail stream to hold open (all also in `jobs`)
+    signalled: tuple[str, ...] = ()  # jobs whose end an owner learns of from Kubernetes
 
     @property
     def targets(self) -> tuple[tuple[str, ...], bool, tuple[ProxyTarget, ...]]:
@@ -116,6 +119,7 @@ class _Acc:
     tokens: set[str] = field(default_factory=set)
     owners: list[Owner] = field(default_factory=list)
     follow: set[str] = field(default_factory=set)
+    signalled: set[str] = field(default_factory=set)
 
 
 def merge_interests(interests: Iterable[OwnedInterest]) -> dict[tuple[str, str], ClusterWant]:
@@ -129,6 +133,8 @@ def merge_interests(interests: Iterable[OwnedInterest]) -> dict[tuple[str, str],
         cur.jobs.update(want.jobs)
         cur.jobs.update(want.follow_jobs)
         cur.follow.update(want.follow_jobs)
+        if want.job_end_signalled:
+            cur.signalled.update(want.jobs)
         cur.serve = cur.serve or want.serve
         for pod, ip in want.proxy_pods.items():
             cur.proxies[pod] = ProxyTarget(pod=pod, ip=ip, port=want.proxy_port)
@@ -140,7 +146,8 @@ def merge_interests(interests: Iterable[OwnedInterest]) -> dict[tuple[str, str],
         (namespace, cluster): ClusterWant(
             namespace=namespace, cluster=cluster, jobs=tuple(sorted(cur.jobs)), serve=cur.serve,
             proxies=tuple(cur.proxies[p] for p in sorted(cur.proxies)), expect_change=cur.expect,
-            poll_now=frozenset(cur.tokens), owners=tuple(cur.owners), follow=tuple(sorted(cur.follow)))
+            poll_now=frozenset(cur.tokens), owners=tuple(cur.owners), follow=tuple(sorted(cur.follow)),
+            signalled=tuple(sorted(cur.signalled)))
         for (namespace, cluster), cur in acc.items()
     }
 
@@ -154,6 +161,7 @@ class PollState(_Frozen):
     polled_targets: tuple[tuple[str, ...], bool, tuple[ProxyTarget, ...]] | None = None
     tokens_seen: frozenset[str] = frozenset()
     last_write_at: float | None = None
+    write_seen: bool = True  # a read after the last write changed the observation
     read_back: bool = False  # a write just finished: read everything declared, at once
 
 
@@ -192,7 +200,8 @@ def fast_reason(want: ClusterWant, observation: ClusterObservation | None, state
     followed jobs whose log tail stream is open (their end is signalled)."""
     if want.expect_change:
         return "an owner expects a change"
-    if state.last_write_at is not None and now - state.last_write_at < settings.fresh_window_s:
+    if (state.last_write_at is not None and not state.write_seen
+            and now - state.last_write_at < settings.fresh_window_s):
         return "written to moments ago"
     obs = observation
     for job_id in want.jobs:
@@ -204,7 +213,7 @@ def fast_reason(want: ClusterWant, observation: ClusterObservation | None, state
         if job.status == "PENDING":
             return f"job {job_id} PENDING"
         young = job.start_time_ms is not None and wall_ms - job.start_time_ms < settings.fresh_window_s * 1000
-        if job.status == "RUNNING" and young and job_id not in streaming:
+        if job.status == "RUNNING" and young and job_id not in streaming and job_id not in want.signalled:
             return f"job {job_id} just started"
     if want.serve:
         if obs is None or obs.serve_apps is None:
@@ -288,7 +297,16 @@ def after_round(state: PollState, want: ClusterWant, *, now: float, failed: bool
 
 def after_write(state: PollState, *, now: float) -> PollState:
     """A command just ran on this cluster: read it back at once, then stay fast for a while."""
-    return state.model_copy(update={"last_write_at": now, "read_back": True})
+    return state.model_copy(update={"last_write_at": now, "write_seen": False, "read_back": True})
+
+
+def after_change(state: PollState, *, read_at: float) -> PollState:
+    """A read that started at `read_at` changed the observation: if it started after the last
+    write, the write's effect is visible and "written to moments ago" is no reason to stay fast
+    (what still changes, apps DEPLOYING or a job PENDING, keeps the fast cadence by its own rule)."""
+    if state.last_write_at is None or state.write_seen or read_at < state.last_write_at:
+        return state
+    return state.model_copy(update={"write_seen": True})
 
 
 def after_head_ready(state: PollState) -> PollState:

@@ -23,6 +23,7 @@ from raybus.decisions.dashboard_poll import (
     PollSettings,
     PollState,
     ProxyTarget,
+    after_change,
     after_head_ready,
     after_round,
     after_write,
@@ -86,9 +87,16 @@ CASES: list[tuple[str, ClusterWant, PollState, ClusterObservation | None, bool |
     ("job not observed yet: fast", JOB, POLLED_JOB, obs(), None, True, "not observed yet", NOW - 0.5),
     ("expect_change: fast", want(jobs=("j",), expect_change=True), POLLED_JOB,
      obs(jobs={"j": job("RUNNING")}), None, True, "expects a change", NOW - 0.5),
-    ("written moments ago: fast", JOB, POLLED_JOB.model_copy(update={"last_write_at": NOW - 3}),
+    ("written moments ago: fast", JOB, POLLED_JOB.model_copy(update={"last_write_at": NOW - 3, "write_seen": False}),
      obs(jobs={"j": job("RUNNING")}), None, True, "written", NOW - 0.5),
-    ("written long ago: slow", JOB, POLLED_JOB.model_copy(update={"last_write_at": NOW - 300}),
+    ("written moments ago, its effect read since: slow", JOB,
+     POLLED_JOB.model_copy(update={"last_write_at": NOW - 3, "write_seen": True}),
+     obs(jobs={"j": job("RUNNING")}), None, False, "steady state", NOW - 1.5 + 30),
+    ("job just started, its end signalled by the owner: slow", want(jobs=("j",), signalled=("j",)), POLLED_JOB,
+     obs(jobs={"j": job("RUNNING", start_ago_s=5)}), None, False, "steady state", NOW - 1.5 + 30),
+    ("job PENDING, its end signalled: still fast (the start is not)", want(jobs=("j",), signalled=("j",)),
+     POLLED_JOB, obs(jobs={"j": job("PENDING", start_ago_s=5)}), None, True, "PENDING", NOW - 0.5),
+    ("written long ago: slow", JOB, POLLED_JOB.model_copy(update={"last_write_at": NOW - 300, "write_seen": False}),
      obs(jobs={"j": job("RUNNING")}), None, False, "steady state", NOW - 1.5 + 30),
     ("apps DEPLOYING: fast", SERVE, POLLED_SERVE, obs(serve_apps={"a": app("DEPLOYING"), "b": app("RUNNING")}),
      None, True, "DEPLOYING", NOW - 0.5),
@@ -175,6 +183,23 @@ def test_merge_interests_per_cluster() -> None:
     assert [o.name for o in rc1.owners] == ["job-a", "job-b"]
     assert rc2.serve and rc2.expect_change and rc2.jobs == ()
     assert rc2.proxies == (ProxyTarget(pod="h2", ip="10.0.0.2", port=8000),)
+
+
+@pytest.mark.parametrize(("read_at", "seen"), [(NOW - 1, False), (NOW, True), (NOW + 2, True)])
+def test_a_change_read_after_a_write_ends_its_fast_window(read_at: float, seen: bool) -> None:
+    written = after_write(POLLED_JOB, now=NOW)
+    assert not written.write_seen and written.read_back
+    assert after_change(written, read_at=read_at).write_seen == seen  # a read begun before the write: no
+    assert after_change(POLLED_JOB, read_at=NOW) == POLLED_JOB  # nothing written: nothing to see
+
+
+def test_merge_job_end_signalled() -> None:
+    merged = merge_interests([
+        OwnedInterest(owner=owner("k8s"), interest=DashboardInterest(cluster="rc", jobs=["a"],
+                                                                     job_end_signalled=True)),
+        OwnedInterest(owner=owner("http"), interest=DashboardInterest(cluster="rc", jobs=["b"])),
+    ])[("ns", "rc")]
+    assert merged.signalled == ("a",) and merged.jobs == ("a", "b")
 
 
 def test_after_round_and_head_ready() -> None:

@@ -222,10 +222,12 @@ def _has_time_based_followup(w: Work) -> bool:
     return False
 
 
-# Modes without a submitter container, whose end Kubernetes would report (K8sJobMode/SidecarMode:
-# `ray job submit` follows the job's log tail and exits with it; the reconciler then bumps poll_now).
-# For these the dashboard-poller holds that same log tail stream itself (`follow_jobs`).
+# K8sJobMode/SidecarMode: the submitter container runs `ray job submit`, which follows the job's log
+# tail and exits with it; the watcher sees that and the reconciler bumps poll_now
+# (`job_end_signalled`). The other modes have no such container: the dashboard-poller holds that
+# same log tail stream itself (`follow_jobs`). Either way the poller need not poll for the end.
 _FOLLOWED_MODES = frozenset({JobSubmissionMode.HTTP, JobSubmissionMode.INTERACTIVE})
+_SUBMITTER_MODES = frozenset({JobSubmissionMode.K8S_JOB, JobSubmissionMode.SIDECAR})
 
 
 def _interest(w: Work) -> DashboardInterest:
@@ -237,7 +239,8 @@ def _interest(w: Work) -> DashboardInterest:
     follow = w.mode in _FOLLOWED_MODES and not is_job_terminal(w.job_status)
     return DashboardInterest(cluster=w.get("rayClusterName"), jobs=[job_id],
                              expect_change=w.job_status in ("", "PENDING") or bool(w.dashboard_commands),
-                             poll_now=w.poll_now, follow_jobs=[job_id] if follow else [])
+                             poll_now=w.poll_now, follow_jobs=[job_id] if follow else [],
+                             job_end_signalled=w.mode in _SUBMITTER_MODES)
 
 
 def _requeue_after(w: Work, status: dict[str, Any] | None) -> float | None:

@@ -391,3 +391,5 @@ def test_follow_jobs_only_for_modes_without_a_submitter_while_not_terminal(
     assert d.interest.follow_jobs == ([JID] if follows else [])
     if follows:
         assert d.interest.jobs == [JID] and d.interest.cluster == CL
+    if d.interest.cluster is not None:  # the submitter container reports the end in the other modes
+        assert d.interest.job_end_signalled == (mode in ("K8sJobMode", "SidecarMode"))
