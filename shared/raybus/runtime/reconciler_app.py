@@ -113,7 +113,7 @@ class ReconcilerApp:
         self.runtime = ControllerRuntime(self._nc, controller=self._controller,
                                          replica_id=self.settings.replica_id, cache=cache,
                                          primary_kind=self._primary, reconcile=self._make(ctx),
-                                         bus=self._bus)
+                                         bus=self._bus, debounce_s=self.settings.debounce_s)
         self.outcomes.queue = self.runtime  # failed commands -> rate-limited retry
         await self.outcomes.start()
         await self.prepare(ctx)

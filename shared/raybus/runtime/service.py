@@ -37,6 +37,7 @@ class CommonSettings(BaseModel):
     log_level: str = "INFO"
     replica_id: str = ""
     partitions: int = 16
+    debounce_s: float = 0.1  # reconcilers: how long a trigger waits for the events after it
 
 
 def _hard_exit(log: logging.Logger) -> None:
@@ -59,6 +60,8 @@ def common_parser(service: str) -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
     parser.add_argument("--replica-id", default=_env("REPLICA_ID", ""))
     parser.add_argument("--partitions", type=int, default=int(_env("PARTITIONS", "16") or 16))
+    parser.add_argument("--debounce-s", type=float, default=float(_env("DEBOUNCE_S", "0.1") or 0.1),
+                        help="reconcilers: fold the events that follow a trigger within this delay")
     return parser
 
 
@@ -66,7 +69,8 @@ def common_settings(service: str, args: argparse.Namespace) -> CommonSettings:
     replica = args.replica_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     return CommonSettings(service=service, nats_url=args.nats_url, redis_url=args.redis_url,
                           kubeconfig=args.kubeconfig, metrics_port=args.metrics_port,
-                          log_level=args.log_level, replica_id=replica, partitions=args.partitions)
+                          log_level=args.log_level, replica_id=replica, partitions=args.partitions,
+                          debounce_s=args.debounce_s)
 
 
 async def run_service(settings: CommonSettings, app: Service) -> None:
