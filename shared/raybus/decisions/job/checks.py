@@ -35,9 +35,9 @@ def update_status_to_suspending_if_needed(w: Work) -> bool:
     return True
 
 
-def check_active_deadline(w: Work) -> bool:
-    """checkActiveDeadlineAndUpdateStatusIfNeeded (Initializing and Running)."""
-    seconds = w.job.spec.active_deadline_seconds
+def _check_deadline(w: Work, seconds: int | None, *, reason: str, field: str) -> bool:
+    """Fail the RayJob once status.startTime + seconds has passed; else note the deadline (the
+    next reconcile is requeued exactly then, from the status, so it survives restarts)."""
     start = w.start_time
     if seconds is None or start is None:
         return False
@@ -45,27 +45,23 @@ def check_active_deadline(w: Work) -> bool:
     if w.now < deadline:
         w.deadline(deadline)
         return False
-    w.fail(JobFailedReason.DEADLINE_EXCEEDED.value,
-           f"The RayJob has passed the activeDeadlineSeconds. StartTime: {go_time_string(start)}. "
-           f"ActiveDeadlineSeconds: {seconds}")
+    w.fail(reason, f"The RayJob has passed the {field}. StartTime: {go_time_string(start)}. "
+                   f"{field[0].upper()}{field[1:]}: {seconds}")
     return True
+
+
+def check_active_deadline(w: Work) -> bool:
+    """checkActiveDeadlineAndUpdateStatusIfNeeded (Initializing and Running)."""
+    return _check_deadline(w, w.job.spec.active_deadline_seconds,
+                           reason=JobFailedReason.DEADLINE_EXCEEDED.value, field="activeDeadlineSeconds")
 
 
 def check_pre_running_deadline(w: Work) -> bool:
     """preRunningDeadlineSeconds (KubeRay v1.6+, kuberay#4525): measured from status.startTime and
     covering Initializing and Waiting, i.e. everything before Running."""
-    seconds = w.job.spec.pre_running_deadline_seconds
-    start = w.start_time
-    if seconds is None or start is None:
-        return False
-    deadline = start + timedelta(seconds=seconds)
-    if w.now < deadline:
-        w.deadline(deadline)
-        return False
-    w.fail(JobFailedReason.PRE_RUNNING_DEADLINE_EXCEEDED.value,
-           f"The RayJob has passed the preRunningDeadlineSeconds. StartTime: {go_time_string(start)}. "
-           f"PreRunningDeadlineSeconds: {seconds}")
-    return True
+    return _check_deadline(w, w.job.spec.pre_running_deadline_seconds,
+                           reason=JobFailedReason.PRE_RUNNING_DEADLINE_EXCEEDED.value,
+                           field="preRunningDeadlineSeconds")
 
 
 def check_transition_grace_period(w: Work) -> bool:
