@@ -124,6 +124,10 @@ def _status(tap: ObservationTap, job_id: str, status: str) -> bool:
     return last is not None and job_id in last.observation.jobs and last.observation.jobs[job_id].status == status
 
 
+async def _handshakes(sim: Sim, n: int) -> bool:
+    return (await requests(sim)).get(TAIL, 0) >= n
+
+
 async def _streams(poller: DashboardPollerService, n: int) -> bool:
     return poller.follower is not None and poller.follower.open_streams == n
 
@@ -165,9 +169,11 @@ async def test_stream_failures_back_off_and_the_end_is_still_seen(
     # no "just started" fast cadence while the stream is refused: every read here is one an end asked for
     poller = await start_poller(nats_server.url, sim, slow_interval_s=60.0, fresh_window_s=0.0)
     try:
-        await until(lambda: _streams(poller, 1), timeout=20, what="a stream open after the faults")
+        # a stream task counts as open from its handshake on, so wait for the fourth handshake itself
+        await until(lambda: _handshakes(sim, 4), timeout=20, what="the fourth handshake after three refusals")
         # FAST_POLLER: fast 0.2 s, cap 1.6 s -> waits of 0.4 + 0.8 + 1.6 s between the attempts
         assert time.monotonic() - started >= 2.5
+        await until(lambda: _streams(poller, 1), timeout=5, what="the stream open after the faults")
         counts = await requests(sim)
         assert counts[TAIL] == 4  # three refused handshakes, then the stream
         assert counts.get("GET /api/jobs/{id}", 0) <= 1 + 3  # the first read + one per failed handshake
