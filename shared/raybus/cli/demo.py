@@ -99,23 +99,23 @@ async def _watch_job(custom: client.CustomObjectsApi, ns: str, name: str) -> boo
     """Every status the RayJob goes through (a watch, so no transition is missed)."""
     last = ""
     while True:
-        stream = watch.Watch().stream(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayjobs",
-                                      field_selector=f"metadata.name={name}", timeout_seconds=60)
-        async for event in stream:
-            status = (event["object"] or {}).get("status") or {}
-            deployment = status.get("jobDeploymentStatus") or "New"
-            line = (f"RayJob {name}: jobDeploymentStatus={deployment} "
-                    f"jobStatus={status.get('jobStatus') or '-'} cluster={status.get('rayClusterName') or '-'}")
-            if status.get("reason"):
-                line += f" reason={status['reason']}"
-            if line != last:
-                print(f"demo: {line}", flush=True)
-                last = line
-            if deployment in TERMINAL:
-                ok = deployment == "Complete" and status.get("jobStatus") == "SUCCEEDED"
-                print(f"demo: RayJob {ns}/{name} {'completed' if ok else 'did not succeed'}"
-                      f" (submitter Job {name}, Ray job {status.get('jobId', '?')})", flush=True)
-                return ok
+        async with watch.Watch() as w:  # closes the response when we stop reading (no unclosed session)
+            async for event in w.stream(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayjobs",
+                                        field_selector=f"metadata.name={name}", timeout_seconds=60):
+                status = (event["object"] or {}).get("status") or {}
+                deployment = status.get("jobDeploymentStatus") or "New"
+                line = (f"RayJob {name}: jobDeploymentStatus={deployment} "
+                        f"jobStatus={status.get('jobStatus') or '-'} cluster={status.get('rayClusterName') or '-'}")
+                if status.get("reason"):
+                    line += f" reason={status['reason']}"
+                if line != last:
+                    print(f"demo: {line}", flush=True)
+                    last = line
+                if deployment in TERMINAL:
+                    ok = deployment == "Complete" and status.get("jobStatus") == "SUCCEEDED"
+                    print(f"demo: RayJob {ns}/{name} {'completed' if ok else 'did not succeed'}"
+                          f" (submitter Job {name}, Ray job {status.get('jobId', '?')})", flush=True)
+                    return ok
 
 
 async def _follow_service(api: client.ApiClient, *, timeout_s: float) -> bool:
