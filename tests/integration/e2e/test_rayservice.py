@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 import redis.asyncio as aioredis
 import yaml
@@ -130,9 +131,15 @@ async def test_blue_green_upgrade_serves_throughout_and_deletes_the_old_cluster_
 async def test_upgrade_aborted_by_a_second_spec_change(kube: Kube, services: Services, watch: ClusterWatch) -> None:
     name = "rs-abort"
     old = active_name(await _deploy(services, name, delay=1))
-    await services.set_head_env(name, "UPGRADE", "1")
-    first = pending_name(await services.wait(name, lambda r: pending_name(r) != "", timeout=30, what="pending"))
-    await services.set_head_env(name, "UPGRADE", "2")  # before the first pending cluster serves
+    # The first pending cluster must not serve before the second change lands, however slow this
+    # machine is: its Pods are held in ContainerCreating (the kubelet's image pull) until then.
+    normal = await _kubelet_delays(kube, pull=120.0)
+    try:
+        await services.set_head_env(name, "UPGRADE", "1")
+        first = pending_name(await services.wait(name, lambda r: pending_name(r) != "", timeout=30, what="pending"))
+        await services.set_head_env(name, "UPGRADE", "2")
+    finally:
+        await _kubelet_delays(kube, pull=normal["pull"])  # Pods created from here on start normally
     rs = await services.wait(name, lambda r: pending_name(r) not in ("", first) or active_name(r) == first,
                              timeout=30, what="a second pending cluster")
     assert active_name(rs) == old, "the first pending cluster must never be promoted"
@@ -142,6 +149,16 @@ async def test_upgrade_aborted_by_a_second_spec_change(kube: Kube, services: Ser
                           timeout=30, what="the old and the abandoned cluster deleted")
     assert watch.of(name) == sorted([old, first, second]) and await services.clusters(name) == [second]
     assert {"name": "UPGRADE", "value": "2"} in (await services.head(second))["spec"]["containers"][0]["env"]
+
+
+async def _kubelet_delays(kube: Kube, **values: float) -> dict[str, float]:
+    """Set the simulated kubelet's delays for the test namespace; returns the ones in force before."""
+    async with httpx.AsyncClient() as http:
+        before = (await http.get(f"{kube.stack.api_url}/sim/delays")).json()
+        r = await http.put(f"{kube.stack.api_url}/sim/delays", json={"namespace": NS, **values})
+        r.raise_for_status()
+    current: dict[str, float] = before.get("namespaces", {}).get(NS) or before["default"]
+    return current
 
 
 async def test_head_pod_restart_resubmits_the_config_once(kube: Kube, services: Services) -> None:
