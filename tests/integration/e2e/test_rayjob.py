@@ -5,6 +5,7 @@ heads (a job of `python sample_code.py` runs ~0.7 s, `sleep N` N s)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 
@@ -204,6 +205,38 @@ async def test_shutdown_after_job_finishes_and_deletion_rules(jobs: Jobs, ledger
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_ttl_fires_on_time_after_every_job_reconciler_is_sigkilled(
+        jobs: Jobs, ledger: tuple[Ledger, Ledger], stack: LocalStack) -> None:
+    """Issue 11: "TTLs must fire on time after a restart of any process". The deadline is endTime +
+    ttlSecondsAfterFinished from the RayJob's status, not a timer in the process that saw the end:
+    both replicas SIGKILLed during the TTL, the cluster still goes at its deadline."""
+    ttl = 20
+    name = await jobs.apply(rayjob_doc(name="e2e-ttl-kill", shutdownAfterJobFinishes=True,
+                                       ttlSecondsAfterFinished=ttl))
+    finished = await jobs.wait_status(name, "Complete", "SUCCEEDED", timeout=60)
+    end = datetime.fromisoformat(status(finished)["endTime"]).timestamp()  # second precision
+    cluster = status(finished)["rayClusterName"]
+    # Kill late enough in the TTL that a timer restarted by the new process (end + 6 + 20 s) or by
+    # the partition takeover (~ end + 18 + 20 s) would miss the upper bound below, and early enough
+    # that the takeover (lease TTL 10 s) completes before the deadline.
+    await asyncio.sleep(max(0.0, end + 6.0 - time.time()))
+    killed = time.time()
+    for replica in ("job-reconciler-0", "job-reconciler-1"):
+        stack.restart(replica, kill=True)
+    clusters, _ = ledger
+    assert cluster not in clusters.deleted_at, "deleted before its TTL"
+    await jobs.kube.eventually(lambda: _true(cluster in clusters.deleted_at), timeout=ttl + 30,
+                               what="the cluster deleted after the TTL")
+    deleted = clusters.deleted_at[cluster]
+    print(f"TTL {ttl} s: cluster deleted {deleted - end:.1f} s after endTime (SIGKILL at +{killed - end:.1f} s)")
+    assert deleted - end >= ttl - 0.5, f"deleted {deleted - end:.1f}s after the end (TTL {ttl}s)"
+    # A replica holds the partition again at most a lease TTL (10 s) + a lease round after the
+    # SIGKILL; from then on the deadline is honoured at once (a deadline restarted at the restart
+    # would add the whole TTL again).
+    assert deleted <= max(end + ttl + 1.0, killed + 12.5) + 3.0, f"deleted {deleted - end:.1f}s after the end"
+    assert (await jobs.get(name))["metadata"].get("deletionTimestamp") is None  # only its cluster goes
 
 
 async def test_cluster_selector_uses_an_existing_cluster_and_never_deletes_it(
