@@ -207,6 +207,38 @@ async def _true(value: bool) -> bool:
     return value
 
 
+async def test_legacy_deletion_policies_on_success_and_on_failure(jobs: Jobs, ledger: tuple[Ledger, Ledger]) -> None:
+    """deletionStrategy.onSuccess/onFailure (the legacy fields, RayJobDeletionPolicy gate): the policy
+    of the job's outcome runs once it is terminal (ttlSecondsAfterFinished 0), the other never."""
+    def legacy(on_success: str, on_failure: str) -> dict[str, dict[str, str]]:
+        return {"onSuccess": {"policy": on_success}, "onFailure": {"policy": on_failure}}
+
+    ok = await jobs.apply(rayjob_doc(name="e2e-legacy-ok", deletionStrategy=legacy("DeleteWorkers", "DeleteSelf")))
+    bad = await jobs.apply(rayjob_doc(name="e2e-legacy-bad", entrypoint=FAIL,
+                                      deletionStrategy=legacy("DeleteSelf", "DeleteCluster")))
+    good, failed = await asyncio.gather(jobs.wait_status(ok, "Complete", "SUCCEEDED"),
+                                        jobs.wait_status(bad, "Failed", "FAILED"))
+    ok_cluster, bad_cluster = status(good)["rayClusterName"], status(failed)["rayClusterName"]
+    clusters, _ = ledger
+    await jobs.kube.eventually(lambda: _true(bad_cluster in clusters.deleted_at), timeout=30,
+                               what="onFailure: DeleteCluster")
+
+    async def workers_suspended() -> bool:
+        rc = await jobs.cluster(ok_cluster)
+        return rc is not None and all(g.get("suspend") for g in rc["spec"]["workerGroupSpecs"])
+
+    await jobs.kube.eventually(workers_suspended, timeout=30, what="onSuccess: DeleteWorkers")
+    await jobs.kube.eventually(lambda: _no_workers(jobs, ok_cluster), timeout=30, what="the workers gone")
+    # The policies of the other outcome never ran: both RayJobs stay, the succeeded job's cluster too.
+    for name in (ok, bad):
+        assert (await jobs.get(name))["metadata"].get("deletionTimestamp") is None, name
+    assert ok_cluster not in clusters.deleted_at and await jobs.cluster(ok_cluster) is not None
+
+
+async def _no_workers(jobs: Jobs, cluster: str) -> bool:
+    return not await jobs.kube.pods(cluster, node_type="worker")
+
+
 async def test_ttl_fires_on_time_after_every_job_reconciler_is_sigkilled(
         jobs: Jobs, ledger: tuple[Ledger, Ledger], stack: LocalStack) -> None:
     """Issue 11: "TTLs must fire on time after a restart of any process". The deadline is endTime +
