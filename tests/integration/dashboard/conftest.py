@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
+import nats
 import pytest
 from aiohttp import web
+from nats.aio.client import Client as NATS
 
 from raybus.adapters.dashboard import RayDashboardClient, RayHttpProxyClient, render_base_url
+from raybus.bus.streams import ensure_streams
+from raybus.testing.servers import NatsServer
 from raybus_sim.dashboard import ClusterSettings, DashboardRegistry, create_dashboard_app
+
+if TYPE_CHECKING:
+    from tests.integration.dashboard.poller_kit import ObservationTap
 
 # Fast timings so lifecycle tests finish in well under a second per transition.
 FAST = ClusterSettings(
@@ -71,3 +79,23 @@ async def sim() -> AsyncIterator[Sim]:
     async with httpx.AsyncClient() as http:
         yield Sim(registry=registry, port=port, http=http)
     await runner.cleanup()
+
+
+@pytest.fixture
+async def nc(nats_server: NatsServer) -> AsyncIterator[NATS]:
+    """A NATS connection with raybus's streams declared, as every process declares them."""
+    conn = await nats.connect(nats_server.url)
+    await ensure_streams(conn.jetstream())
+    yield conn
+    await conn.drain()
+
+
+@pytest.fixture
+async def tap(nc: NATS) -> AsyncIterator[ObservationTap]:
+    """Every dashboard observation published while the test runs."""
+    from tests.integration.dashboard.poller_kit import ObservationTap  # poller_kit imports this module
+
+    t = ObservationTap()
+    await t.start(nc)
+    yield t
+    await t.stop()

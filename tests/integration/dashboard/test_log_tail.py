@@ -8,7 +8,6 @@ import time
 from collections.abc import AsyncIterator
 
 import aiohttp
-import nats
 import pytest
 from nats.aio.client import Client as NATS
 
@@ -16,7 +15,6 @@ from dashboard_poller.app import DashboardPollerService
 from raybus.adapters.dashboard import DashboardBadRequest, DashboardUnreachable, JobNotFound
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.adapters.dashboard_tail import open_log_tail
-from raybus.bus.streams import ensure_streams
 from raybus.testing.servers import NatsServer
 from tests.integration.dashboard.conftest import Sim
 from tests.integration.dashboard.poller_kit import (
@@ -38,22 +36,6 @@ BASE = f"/{NS}/{CLUSTER}"
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as s:
         yield s
-
-
-@pytest.fixture
-async def nc(nats_server: NatsServer) -> AsyncIterator[NATS]:
-    conn = await nats.connect(nats_server.url)
-    await ensure_streams(conn.jetstream())
-    yield conn
-    await conn.drain()
-
-
-@pytest.fixture
-async def tap(nc: NATS) -> AsyncIterator[ObservationTap]:
-    t = ObservationTap()
-    await t.start(nc)
-    yield t
-    await t.stop()
 
 
 async def _submit(sim: Sim, job_id: str, entrypoint: str = "sleep 900") -> None:

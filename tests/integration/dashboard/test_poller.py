@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import AsyncIterator
 
-import nats
 import pytest
 from nats.aio.client import Client as NATS
 
@@ -16,7 +14,6 @@ from raybus.bus import subjects as s
 from raybus.bus.codec import encode
 from raybus.bus.envelopes import DashboardCommandMessage
 from raybus.bus.publish import DASHBOARD_KIND, DASHBOARD_RESULT_KIND
-from raybus.bus.streams import ensure_streams
 from raybus.decisions.dashboard_contract import DeleteJob, PutServeConfig, StopJob, SubmitJob
 from raybus.runtime.cache import ObjectCache
 from raybus.testing.servers import NatsServer
@@ -33,22 +30,6 @@ from tests.integration.dashboard.poller_kit import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def nc(nats_server: NatsServer) -> AsyncIterator[NATS]:
-    conn = await nats.connect(nats_server.url)
-    await ensure_streams(conn.jetstream())
-    yield conn
-    await conn.drain()
-
-
-@pytest.fixture
-async def tap(nc: NATS) -> AsyncIterator[ObservationTap]:
-    t = ObservationTap()
-    await t.start(nc)
-    yield t
-    await t.stop()
 
 
 async def test_interest_to_observations_once_per_change(nats_server: NatsServer, sim: Sim, nc: NATS,

@@ -6,14 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
-import nats
 import pytest
 from nats.aio.client import Client as NATS
 
-from raybus.bus.streams import ensure_streams
 from raybus.decisions.dashboard_contract import SubmitJob
 from raybus.testing.servers import NatsServer, stop_process
 from tests.integration.dashboard.conftest import Sim
@@ -52,14 +50,6 @@ class PollerProcess:
     def stop(self, *, kill: bool = False) -> None:
         if self.proc is not None:
             stop_process(self.proc, kill=kill)
-
-
-@pytest.fixture
-async def nc(nats_server: NatsServer) -> AsyncIterator[NATS]:
-    conn = await nats.connect(nats_server.url)
-    await ensure_streams(conn.jetstream())
-    yield conn
-    await conn.drain()
 
 
 @pytest.fixture
