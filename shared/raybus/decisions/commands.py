@@ -9,6 +9,7 @@ command can never create a second pod the way a retried generateName create woul
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,6 +25,14 @@ class ObjectRef(BaseModel):
     namespace: str
     name: str
     uid: str | None = None  # precondition: act only on this incarnation of the object
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any], *, api_version: str, kind: str, namespace: str = "") -> ObjectRef:
+        """The ref of a raw object as listed/watched (uid included); `namespace` if it has none."""
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        return cls(api_version=api_version, kind=kind, namespace=str(meta.get("namespace") or namespace),
+                   name=str(meta.get("name") or ""), uid=str(meta["uid"]) if meta.get("uid") else None)
 
 
 class _Command(BaseModel):

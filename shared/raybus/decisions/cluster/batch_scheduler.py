@@ -257,13 +257,8 @@ def _quantities_equal(a: dict[str, Any] | None, b: dict[str, Any] | None) -> boo
 
 
 def _pod_group_ref(pod_group: dict[str, Any], namespace: str) -> ObjectRef:
-    return ObjectRef(
-        api_version=str(pod_group.get("apiVersion") or VOLCANO_POD_GROUP_API_VERSION),
-        kind="PodGroup",
-        namespace=str(podutil.meta(pod_group).get("namespace") or namespace),
-        name=podutil.name(pod_group),
-        uid=podutil.uid(pod_group),
-    )
+    return ObjectRef.of(pod_group, api_version=str(pod_group.get("apiVersion") or VOLCANO_POD_GROUP_API_VERSION),
+                        kind="PodGroup", namespace=namespace)
 
 
 def reconcile_pod_group(

@@ -201,13 +201,7 @@ def replace_patch(old: Any, new: Any) -> Any:
 
 
 def _ref(policy: dict[str, Any], namespace: str) -> ObjectRef:
-    return ObjectRef(
-        api_version=API_VERSION,
-        kind="NetworkPolicy",
-        namespace=str(podutil.meta(policy).get("namespace") or namespace),
-        name=podutil.name(policy),
-        uid=podutil.uid(policy),
-    )
+    return ObjectRef.of(policy, api_version=API_VERSION, kind="NetworkPolicy", namespace=namespace)
 
 
 def reconcile_network_policies(

@@ -61,8 +61,7 @@ class ReconcileError:
 
 
 def pod_ref(pod: Mapping[str, Any], namespace: str) -> ObjectRef:
-    ns = str(podutil.meta(pod).get("namespace") or namespace)
-    return ObjectRef(api_version="v1", kind="Pod", namespace=ns, name=podutil.name(pod), uid=podutil.uid(pod))
+    return ObjectRef.of(pod, api_version="v1", kind="Pod", namespace=namespace)
 
 
 def cluster_ref(cluster: RayCluster) -> ObjectRef:

@@ -140,8 +140,7 @@ def delete_submitter_job(w: Work) -> bool:
     if podutil.is_terminating(job):
         w.log("The deletion of the submitter Kubernetes Job is ongoing")
         return False
-    target = ObjectRef(api_version="batch/v1", kind="Job", namespace=w.job.namespace, name=podutil.name(job),
-                       uid=podutil.uid(job))
+    target = ObjectRef.of(job, api_version="batch/v1", kind="Job", namespace=w.job.namespace)
     w.commands.append(DeleteObject(reason=f"Deleted submitter K8s Job {w.job.namespace}/{podutil.name(job)}",
                                    target=target, propagation="Background", event_reason=c.DELETED_RAY_JOB_SUBMITTER))
     return False

@@ -40,9 +40,7 @@ def deletion_delay_seconds(service: RayService) -> int:
 
 
 def cluster_ref(cluster: Json) -> ObjectRef:
-    meta = cluster.get("metadata") or {}
-    return ObjectRef(api_version="ray.io/v1", kind="RayCluster", namespace=str(meta.get("namespace") or ""),
-                     name=str(meta.get("name") or ""), uid=meta.get("uid"))
+    return ObjectRef.of(cluster, api_version="ray.io/v1", kind="RayCluster")
 
 
 def delete_cluster(service: RayService, cluster: Json) -> DeleteObject:

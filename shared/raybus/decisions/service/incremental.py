@@ -43,9 +43,7 @@ def upgrade_options(service: RayService) -> ClusterUpgradeOptions | None:
 
 
 def _gw_ref(obj: Json, kind: str) -> ObjectRef:
-    meta = obj.get("metadata") or {}
-    return ObjectRef(api_version=c.GATEWAY_API_VERSION, kind=kind, namespace=str(meta.get("namespace") or ""),
-                     name=str(meta.get("name") or ""), uid=meta.get("uid"))
+    return ObjectRef.of(obj, api_version=c.GATEWAY_API_VERSION, kind=kind)
 
 
 def _find(items: list[Json], name: str) -> Json | None:

@@ -134,9 +134,7 @@ def build_serve_service(service: RayService, cluster: RayCluster, *, per_cluster
 
 
 def service_target(svc: Json) -> ObjectRef:
-    meta = svc.get("metadata") or {}
-    return ObjectRef(api_version="v1", kind="Service", namespace=str(meta.get("namespace") or ""),
-                     name=str(meta.get("name") or ""), uid=meta.get("uid"))
+    return ObjectRef.of(svc, api_version="v1", kind="Service")
 
 
 @dataclass

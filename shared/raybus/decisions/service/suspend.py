@@ -54,9 +54,7 @@ def _owned_by(obj: Json, service: RayService) -> bool:
 
 
 def _ref(obj: Json, api_version: str, kind: str) -> ObjectRef:
-    meta = obj.get("metadata") or {}
-    return ObjectRef(api_version=api_version, kind=kind, namespace=str(meta.get("namespace") or ""),
-                     name=str(meta.get("name") or ""), uid=meta.get("uid"))
+    return ObjectRef.of(obj, api_version=api_version, kind=kind)
 
 
 def owned_resources(service: RayService, *, clusters: list[Json], services: list[Json], gateways: list[Json],
