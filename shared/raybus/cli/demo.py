@@ -47,14 +47,19 @@ async def _create(what: str, create: Any) -> None:
         print(f"demo: {what} already exists", flush=True)
 
 
+async def _apply_ray(custom: client.CustomObjectsApi, doc: dict[str, Any], *, source: str) -> tuple[str, str]:
+    """Create one ray.io/v1 object of a sample (kept if it exists); returns its namespace and name."""
+    kind, name = str(doc["kind"]), str(doc["metadata"]["name"])
+    ns = str(doc["metadata"].get("namespace", "default"))
+    await _create(f"{kind} {ns}/{name} from {source}",
+                  custom.create_namespaced_custom_object("ray.io", "v1", ns, f"{kind.lower()}s", doc))
+    return ns, name
+
+
 async def _follow_cluster(api: client.ApiClient, *, timeout_s: float) -> bool:
     custom = client.CustomObjectsApi(api)
     core = client.CoreV1Api(api)
-    doc: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
-    name = doc["metadata"]["name"]
-    ns = doc["metadata"].get("namespace", "default")
-    await _create(f"RayCluster {ns}/{name} from {SAMPLE.name}",
-                  custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", doc))
+    ns, name = await _apply_ray(custom, yaml.safe_load(SAMPLE.read_text()), source=SAMPLE.name)
     deadline = time.monotonic() + timeout_s
     last = ""
     while time.monotonic() < deadline:
@@ -81,13 +86,11 @@ async def _follow_job(api: client.ApiClient, *, timeout_s: float) -> bool:
     core = client.CoreV1Api(api)
     docs = [d for d in yaml.safe_load_all(JOB_SAMPLE.read_text()) if isinstance(d, dict)]
     job = next(d for d in docs if d.get("kind") == "RayJob")
-    name = job["metadata"]["name"]
     ns = job["metadata"].get("namespace", "default")
     for cm in (d for d in docs if d.get("kind") == "ConfigMap"):  # sample_code.py, mounted by the head
         body: Any = cm
         await _create(f"ConfigMap {ns}/{cm['metadata']['name']}", core.create_namespaced_config_map(ns, body))
-    await _create(f"RayJob {ns}/{name} from {JOB_SAMPLE.name}",
-                  custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayjobs", job))
+    ns, name = await _apply_ray(custom, job, source=JOB_SAMPLE.name)
     try:
         return await asyncio.wait_for(_watch_job(custom, ns, name), timeout_s)
     except TimeoutError:
@@ -120,11 +123,7 @@ async def _watch_job(custom: client.CustomObjectsApi, ns: str, name: str) -> boo
 
 async def _follow_service(api: client.ApiClient, *, timeout_s: float) -> bool:
     custom = client.CustomObjectsApi(api)
-    doc: dict[str, Any] = yaml.safe_load(SERVICE_SAMPLE.read_text())
-    name = doc["metadata"]["name"]
-    ns = doc["metadata"].get("namespace", "default")
-    await _create(f"RayService {ns}/{name} from {SERVICE_SAMPLE.name}",
-                  custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayservices", doc))
+    ns, name = await _apply_ray(custom, yaml.safe_load(SERVICE_SAMPLE.read_text()), source=SERVICE_SAMPLE.name)
     try:
         return await asyncio.wait_for(_watch_service(api, ns, name), timeout_s)
     except TimeoutError:
