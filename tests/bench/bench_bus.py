@@ -21,12 +21,8 @@ from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime
 from raybus.testing.servers import start_nats
+from tests.bench import pct
 from tests.integration.bus.helpers import publish_version
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def _hops(nc: nats.NATS, settings: BusSettings, *, samples: int, debounce_s: float,

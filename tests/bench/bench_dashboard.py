@@ -39,6 +39,7 @@ import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
 from raybus.cli.stack import LocalStack
+from tests.bench import pct
 
 Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
@@ -52,11 +53,6 @@ APP = "fruit_app"
 
 def _docs(name: str) -> list[Json]:
     return [d for d in yaml.safe_load_all((REPO / "deploy/samples" / name).read_text()) if isinstance(d, dict)]
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def summary(values: list[float]) -> str:
