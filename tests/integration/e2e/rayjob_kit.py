@@ -126,16 +126,14 @@ class Jobs:
         return items
 
     async def cluster(self, name: str) -> Json | None:
-        try:
-            return await self.c.get(RC, namespace=NS, name=name)
-        except KubeError as exc:
-            if exc.not_found:
-                return None
-            raise
+        return await self._get_or_none(RC, name)
 
     async def submitter(self, name: str) -> Json | None:
+        return await self._get_or_none(BATCH_JOB, name)
+
+    async def _get_or_none(self, res: Resource, name: str) -> Json | None:
         try:
-            return await self.c.get(BATCH_JOB, namespace=NS, name=name)
+            return await self.c.get(res, namespace=NS, name=name)
         except KubeError as exc:
             if exc.not_found:
                 return None
