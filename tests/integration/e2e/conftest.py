@@ -134,39 +134,62 @@ class Kube:
         return await self.cluster(name)
 
 
-class PodLedger:
-    """Every Pod ever created for clusters with a name prefix, from a watch started before the
-    clusters are applied: a duplicate create shows here even if it was deleted again later."""
+class WatchRecorder:
+    """Lists one kind, then watches it from that resourceVersion for the whole test and hands every
+    event to `record`: what a recorder keeps includes objects created and deleted again between
+    two of the test's reads (a duplicate create cannot hide)."""
 
-    def __init__(self, client: KubeClient, prefix: str) -> None:
+    def __init__(self, client: KubeClient, res: Any, *, label_selector: str | None = None) -> None:
         self._client = client
-        self._prefix = prefix
-        self.created: dict[str, set[str]] = {}  # cluster -> pod names
-        self.heads: dict[str, set[str]] = {}
+        self._res = res
+        self._selector = label_selector
         self._task: asyncio.Task[None] | None = None
 
+    def record(self, event_type: str, meta: dict[str, Any]) -> None:
+        raise NotImplementedError
+
     async def start(self) -> None:
-        _, rv = await self._client.list_all(POD, namespace=NS, label_selector="ray.io/cluster")
+        _, rv = await self._client.list_all(self._res, namespace=NS, label_selector=self._selector)
         self._task = asyncio.create_task(self._run(rv))
 
     async def _run(self, rv: str) -> None:
         while True:
-            async for event in self._client.watch(POD, resource_version=rv, namespace=NS,
-                                                  label_selector="ray.io/cluster", timeout_s=600):
-                meta = event.object.get("metadata") or {}
-                rv = str(meta.get("resourceVersion") or rv)
-                cluster = (meta.get("labels") or {}).get("ray.io/cluster", "")
-                if event.type != "ADDED" or not cluster.startswith(self._prefix):
-                    continue
-                self.created.setdefault(cluster, set()).add(meta["name"])
-                if (meta.get("labels") or {}).get("ray.io/node-type") == "head":
-                    self.heads.setdefault(cluster, set()).add(meta["name"])
+            try:
+                async for event in self._client.watch(self._res, resource_version=rv, namespace=NS,
+                                                      label_selector=self._selector, timeout_s=600):
+                    meta = event.object.get("metadata") or {}
+                    rv = str(meta.get("resourceVersion") or rv)
+                    if event.type != "BOOKMARK":
+                        self.record(event.type, meta)
+            except KubeError:
+                await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+
+
+class PodLedger(WatchRecorder):
+    """Every Pod ever created for clusters with a name prefix."""
+
+    def __init__(self, client: KubeClient, prefix: str) -> None:
+        super().__init__(client, POD, label_selector="ray.io/cluster")
+        self._prefix = prefix
+        self.created: dict[str, set[str]] = {}  # cluster -> pod names
+        self.heads: dict[str, set[str]] = {}
+
+    def record(self, event_type: str, meta: dict[str, Any]) -> None:
+        cluster = (meta.get("labels") or {}).get("ray.io/cluster", "")
+        if event_type != "ADDED" or not cluster.startswith(self._prefix):
+            return
+        self.created.setdefault(cluster, set()).add(meta["name"])
+        if (meta.get("labels") or {}).get("ray.io/node-type") == "head":
+            self.heads.setdefault(cluster, set()).add(meta["name"])
+
+    async def stop(self) -> None:
+        await super().stop()
         await self._client.close()
 
 

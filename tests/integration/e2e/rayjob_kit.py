@@ -4,7 +4,6 @@ what a test must count (every RayCluster / submitter Job ever created, submissio
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import time
@@ -16,7 +15,7 @@ import httpx
 import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, Resource, UnknownResource, resource_for
-from tests.integration.e2e.conftest import NS, REPO, Kube
+from tests.integration.e2e.conftest import NS, REPO, Kube, WatchRecorder
 
 Json = dict[str, Any]
 RJ = resource_for("ray.io/v1", "RayJob")
@@ -176,39 +175,21 @@ async def release_readiness(kube: Kube, hold: int) -> None:
         (await http.delete(f"{kube.stack.api_url}/sim/readiness-holds/{hold}")).raise_for_status()
 
 
-class Ledger:
+class Ledger(WatchRecorder):
     """Every object of one kind ever ADDED (from a watch started before the test applies
     anything): a duplicate create shows here even if it was deleted again later."""
 
     def __init__(self, client: KubeClient, res: Resource, *, label_selector: str | None = None) -> None:
-        self._client = client
-        self._res = res
-        self._selector = label_selector
+        super().__init__(client, res, label_selector=label_selector)
         self.added: dict[str, list[str]] = {}  # name -> uids (a name created twice has two)
         self.deleted_at: dict[str, float] = {}
-        self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        _, rv = await self._client.list_all(self._res, namespace=NS, label_selector=self._selector)
-        self._task = asyncio.create_task(self._run(rv))
-
-    async def _run(self, rv: str) -> None:
-        while True:
-            async for event in self._client.watch(self._res, resource_version=rv, namespace=NS,
-                                                  label_selector=self._selector, timeout_s=600):
-                meta = event.object.get("metadata") or {}
-                rv = str(meta.get("resourceVersion") or rv)
-                name = str(meta.get("name") or "")
-                if event.type == "ADDED":
-                    self.added.setdefault(name, []).append(str(meta.get("uid")))
-                elif event.type == "DELETED":
-                    self.deleted_at.setdefault(name, time.time())
+    def record(self, event_type: str, meta: dict[str, Any]) -> None:
+        name = str(meta.get("name") or "")
+        if event_type == "ADDED":
+            self.added.setdefault(name, []).append(str(meta.get("uid")))
+        elif event_type == "DELETED":
+            self.deleted_at.setdefault(name, time.time())
 
     def with_prefix(self, prefix: str) -> dict[str, list[str]]:
         return {n: uids for n, uids in self.added.items() if n.startswith(prefix)}
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, resource_for
-from tests.integration.e2e.conftest import NS, RC, Kube
+from tests.integration.e2e.conftest import NS, RC, Kube, WatchRecorder
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLE = REPO / "deploy/samples/ray-service.sample.yaml"
@@ -125,48 +125,27 @@ class ClusterLife:
     deleted: float | None = None  # deletionTimestamp set (or gone)
 
 
-@dataclass
-class ClusterWatch:
+class ClusterWatch(WatchRecorder):
     """Every RayCluster a RayService ever had, from a watch started before the RayService exists:
     a pending cluster created and deleted between two polls still shows here."""
 
-    client: KubeClient
-    lives: dict[str, ClusterLife] = field(default_factory=dict)
-    owners: dict[str, str] = field(default_factory=dict)  # cluster -> RayService
-    _task: asyncio.Task[None] | None = None
+    def __init__(self, client: KubeClient) -> None:
+        super().__init__(client, RC, label_selector="ray.io/originated-from-crd=RayService")
+        self.lives: dict[str, ClusterLife] = {}
+        self.owners: dict[str, str] = {}  # cluster -> RayService
 
-    async def start(self) -> None:
-        _, rv = await self.client.list_all(RC, namespace=NS, label_selector="ray.io/originated-from-crd=RayService")
-        self._task = asyncio.create_task(self._run(rv))
-
-    async def _run(self, rv: str) -> None:
-        while True:
-            try:
-                async for event in self.client.watch(RC, resource_version=rv, namespace=NS, timeout_s=600,
-                                                     label_selector="ray.io/originated-from-crd=RayService"):
-                    meta = event.object.get("metadata") or {}
-                    rv = str(meta.get("resourceVersion") or rv)
-                    if event.type == "BOOKMARK":
-                        continue
-                    name = str(meta.get("name"))
-                    life = self.lives.setdefault(name, ClusterLife())
-                    self.owners[name] = str((meta.get("labels") or {}).get("ray.io/originated-from-cr-name"))
-                    now = time.monotonic()
-                    if life.created is None:
-                        life.created = now
-                    if (event.type == "DELETED" or meta.get("deletionTimestamp")) and life.deleted is None:
-                        life.deleted = now
-            except KubeError:
-                await asyncio.sleep(0.1)
+    def record(self, event_type: str, meta: dict[str, Any]) -> None:
+        name = str(meta.get("name"))
+        life = self.lives.setdefault(name, ClusterLife())
+        self.owners[name] = str((meta.get("labels") or {}).get("ray.io/originated-from-cr-name"))
+        now = time.monotonic()
+        if life.created is None:
+            life.created = now
+        if (event_type == "DELETED" or meta.get("deletionTimestamp")) and life.deleted is None:
+            life.deleted = now
 
     def of(self, service: str) -> list[str]:
         return sorted(c for c, owner in self.owners.items() if owner == service)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
 
 
 @dataclass
