@@ -29,6 +29,7 @@ from raybus.decisions.cluster.reconcile import ClusterSnapshot, CommandFailure, 
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.cluster.status import inconsistent_status
 from raybus.decisions.commands import ObjectRef, RecordEvent, UpdateStatus
+from raybus.runtime.cache import union_by_name
 from raybus.runtime.controller import ReconcileFn, Result
 from raybus.runtime.inflight import InFlightWrites
 from raybus.runtime.outcomes import real_failures
@@ -112,7 +113,7 @@ class ClusterReconciler:
         snapshot = ClusterSnapshot(
             cluster=cluster,
             pods=cache.labelled(s.Kind.POD, key.namespace, key.name),
-            services=_union(self._owned(s.Kind.SERVICE, key),
+            services=union_by_name(self._owned(s.Kind.SERVICE, key),
                             cache.labelled(s.Kind.SERVICE, key.namespace, key.name)),
             ingresses=self._owned(s.Kind.INGRESS, key),
             service_accounts=self._owned(s.Kind.SERVICEACCOUNT, key),
@@ -200,14 +201,6 @@ def _significant(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return (old.get("state") != new.get("state") or old.get("reason") != new.get("reason")
             or old.get("head") != new.get("head") or conditions(old) != conditions(new)
             or old.get("observedGeneration") != new.get("observedGeneration"))
-
-
-def _union(*groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: dict[str, dict[str, Any]] = {}
-    for group in groups:
-        for obj in group:
-            seen.setdefault(obj.get("metadata", {}).get("name", ""), obj)
-    return list(seen.values())
 
 
 class ClusterReconcilerApp(ReconcilerApp):

@@ -10,7 +10,6 @@ dashboard-poller's last observation of the cluster.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -18,14 +17,13 @@ from raybus.api.raycluster import RayCluster
 from raybus.api.rayjob import RayJob
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import ObjectKey
+from raybus.decisions.cluster import podutil
 from raybus.decisions.cluster.kuberay_names import owner_head_service_name
 from raybus.decisions.dashboard_contract import DashboardCommandResult
 from raybus.decisions.job import constants as c
 from raybus.decisions.job.model import JobSnapshot, KubeCommandFailure
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.outcomes import OutcomeTracker, real_failures
-
-HEAD_LABEL = ("ray.io/node-type", "head")
 
 
 @dataclass(frozen=True)
@@ -54,10 +52,6 @@ def _cluster(cache: ObjectCache, namespace: str, name: str) -> RayCluster | None
         return None  # the cluster-reconciler reports it (InvalidRayClusterSpec)
 
 
-def _is_head(pod: dict[str, Any]) -> bool:
-    return ((pod.get("metadata") or {}).get("labels") or {}).get(HEAD_LABEL[0]) == HEAD_LABEL[1]
-
-
 def previous_failures(outcomes: OutcomeTracker, previous: PreviousStep | None) -> list[KubeCommandFailure]:
     outcome = outcomes.by_batch.get(previous.batch) if previous is not None and previous.batch else None
     if outcome is None:
@@ -82,7 +76,7 @@ def build_snapshot(cache: ObjectCache, job: RayJob, *, failures: list[KubeComman
         rayjob=job,
         cluster=_cluster(cache, ns, cluster),
         submitter=cache.get(s.Kind.JOB, ns, name),
-        head_pods=[p for p in cache.labelled(s.Kind.POD, ns, cluster) if _is_head(p)] if cluster else [],
+        head_pods=[p for p in cache.labelled(s.Kind.POD, ns, cluster) if podutil.is_head(p)] if cluster else [],
         head_service=cache.get(s.Kind.SERVICE, ns, owner_head_service_name(name)),
         dashboard=cache.dashboard(ns, cluster) if cluster else None,
         dashboard_results=results,

@@ -13,28 +13,20 @@ from typing import Any
 from raybus.api.rayservice import RayService
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import DashboardResultMessage
+from raybus.decisions.cluster import podutil
 from raybus.decisions.service.model import CommandFailure, DashboardOutcome, ServiceSnapshot, TimedObservation
 from raybus.decisions.service.services import head_service_name, serve_service_name
-from raybus.runtime.cache import ObjectCache
+from raybus.runtime.cache import ObjectCache, union_by_name
 from service_reconciler.state import InflightCommand, ServiceState
 
 Json = dict[str, Any]
 ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"
 ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
-NODE_TYPE_LABEL = "ray.io/node-type"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
 def _name(obj: Json) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
-
-
-def _union(*groups: list[Json]) -> list[Json]:
-    seen: dict[str, Json] = {}
-    for group in groups:
-        for obj in group:
-            seen.setdefault(_name(obj), obj)
-    return list(seen.values())
 
 
 def rayservice_clusters(cache: ObjectCache, service: RayService) -> list[Json]:
@@ -43,7 +35,7 @@ def rayservice_clusters(cache: ObjectCache, service: RayService) -> list[Json]:
     labelled = [x for x in cache.objects(s.Kind.RAYCLUSTER, ns)
                 if ((x.get("metadata") or {}).get("labels") or {}).get(ORIGINATED_FROM_CR_NAME) == name
                 and ((x.get("metadata") or {}).get("labels") or {}).get(ORIGINATED_FROM_CRD) == "RayService"]
-    return _union(cache.owned_by(s.Kind.RAYCLUSTER, ns, owner_kind="RayService", owner_name=name), labelled)
+    return union_by_name(cache.owned_by(s.Kind.RAYCLUSTER, ns, owner_kind="RayService", owner_name=name), labelled)
 
 
 def paired_results(inflight: list[InflightCommand],
@@ -63,11 +55,10 @@ def build_snapshot(cache: ObjectCache, service: RayService, *, state: ServiceSta
     ns, name = service.namespace, service.name
     clusters = rayservice_clusters(cache, service)
     cluster_names = [_name(x) for x in clusters]
-    pods = [p for c in cluster_names for p in cache.labelled(s.Kind.POD, ns, c)
-            if ((p.get("metadata") or {}).get("labels") or {}).get(NODE_TYPE_LABEL) == "head"]
+    pods = [p for c in cluster_names for p in cache.labelled(s.Kind.POD, ns, c) if podutil.is_head(p)]
     by_name = [x for x in (cache.get(s.Kind.SERVICE, ns, n)
                            for n in (head_service_name(service), serve_service_name(service))) if x is not None]
-    services = _union(cache.owned_by(s.Kind.SERVICE, ns, owner_kind="RayService", owner_name=name), by_name,
+    services = union_by_name(cache.owned_by(s.Kind.SERVICE, ns, owner_kind="RayService", owner_name=name), by_name,
                       *(cache.owned_by(s.Kind.SERVICE, ns, owner_kind="RayCluster", owner_name=c) for c in cluster_names))
     # The EndpointSlice controller makes each Service the owner of its slices.
     slices = [e for svc in services

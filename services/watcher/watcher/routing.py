@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raybus.bus import subjects as s
+from raybus.decisions.cluster.batch_scheduler import pod_group_api_version
 
 Json = dict[str, Any]
 CLUSTER_LABEL = "ray.io/cluster"
@@ -68,12 +69,8 @@ WATCHES: tuple[WatchSpec, ...] = (
 
 # KubeRay's batch scheduler plugins Owns() their PodGroup CRD: watched only when the operator runs
 # with that --batch-scheduler (the CRD need not exist otherwise).
-_POD_GROUP_API_VERSIONS = {"volcano": "scheduling.volcano.sh/v1beta1",
-                           "scheduler-plugins": "scheduling.x-k8s.io/v1alpha1"}
-
-
 def batch_scheduler_watches(batch_scheduler: str) -> tuple[WatchSpec, ...]:
-    api_version = _POD_GROUP_API_VERSIONS.get(batch_scheduler)
+    api_version = pod_group_api_version(batch_scheduler)
     if api_version is None:
         return ()
     return (WatchSpec(s.Kind.PODGROUP, api_version, "PodGroup", owned_only=True),)

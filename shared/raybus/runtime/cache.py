@@ -250,3 +250,12 @@ class ObjectCache:
         names = self._by_cluster.get((kind.value, namespace, cluster), set())
         return [self._objects[(kind.value, namespace, n)] for n in sorted(names)
                 if (kind.value, namespace, n) in self._objects]
+
+
+def union_by_name(*groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Objects from several cache lookups (owned, labelled, by name), each name once: the first wins."""
+    seen: dict[str, dict[str, Any]] = {}
+    for group in groups:
+        for obj in group:
+            seen.setdefault(str((obj.get("metadata") or {}).get("name") or ""), obj)
+    return list(seen.values())
