@@ -9,6 +9,7 @@ command can never create a second pod the way a retried generateName create woul
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -92,3 +93,20 @@ class RecordEvent(_Command):
 Command = Annotated[
     CreateObject | DeleteObject | PatchObject | UpdateStatus | RecordEvent, Field(discriminator="op")
 ]
+
+
+def merge_patch(current: object, goal: object) -> Any:
+    """RFC 7386 merge patch turning ``current`` into ``goal`` (lists and scalars replace; keys
+    missing from ``goal`` become null): what a PatchObject's ``merge_patch`` carries to make an
+    object exactly what a decision wants."""
+    if not isinstance(current, dict) or not isinstance(goal, dict):
+        return copy.deepcopy(goal)
+    patch: dict[str, Any] = {}
+    for key in current.keys() - goal.keys():
+        patch[key] = None
+    for key, value in goal.items():
+        if key not in current:
+            patch[key] = copy.deepcopy(value)
+        elif current[key] != value:
+            patch[key] = merge_patch(current[key], value)
+    return patch

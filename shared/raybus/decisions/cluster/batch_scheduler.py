@@ -27,7 +27,6 @@ from typing import Any
 from raybus.api.raycluster import RayCluster, WorkerGroupSpec
 from raybus.decisions.cluster import labels as k
 from raybus.decisions.cluster import podutil
-from raybus.decisions.cluster.network_policy import replace_patch
 from raybus.decisions.cluster.outcome import cluster_ref
 from raybus.decisions.cluster.pod_parts import owner_reference
 from raybus.decisions.cluster.quantity import Quantity, QuantityError, format_quantity, parse_quantity, scale
@@ -40,7 +39,7 @@ from raybus.decisions.cluster.replicas import (
     worker_group_desired_pods,
 )
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject, RecordEvent
+from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject, RecordEvent, merge_patch
 
 VOLCANO = "volcano"
 YUNIKORN = "yunikorn"
@@ -289,7 +288,7 @@ def reconcile_pod_group(
     patch = {
         "spec": {
             "minMember": want["minMember"],
-            "minResources": replace_patch(have.get("minResources") or {}, want["minResources"]),
+            "minResources": merge_patch(have.get("minResources") or {}, want["minResources"]),
             "subGroupPolicy": want.get("subGroupPolicy"),
         }
     }

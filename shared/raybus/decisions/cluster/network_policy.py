@@ -28,7 +28,7 @@ from raybus.decisions.cluster import labels as k
 from raybus.decisions.cluster import podutil
 from raybus.decisions.cluster.pod_parts import owner_reference
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.decisions.commands import Command, CreateObject, DeleteObject, ObjectRef, PatchObject
+from raybus.decisions.commands import Command, CreateObject, DeleteObject, ObjectRef, PatchObject, merge_patch
 
 API_VERSION = "networking.k8s.io/v1"
 CREATED_NETWORK_POLICY = "CreatedNetworkPolicy"
@@ -189,17 +189,6 @@ def _normalized(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def replace_patch(old: Any, new: Any) -> Any:
-    """A JSON merge patch that turns ``old`` into exactly ``new`` (missing keys become null)."""
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return copy.deepcopy(new)
-    patch: dict[str, Any] = {key: None for key in old if key not in new}
-    for key, value in new.items():
-        if old.get(key) != value:
-            patch[key] = replace_patch(old.get(key), value)
-    return patch
-
-
 def _ref(policy: dict[str, Any], namespace: str) -> ObjectRef:
     return ObjectRef.of(policy, api_version=API_VERSION, kind="NetworkPolicy", namespace=namespace)
 
@@ -238,9 +227,9 @@ def reconcile_network_policies(
         want_labels, have_labels = policy["metadata"]["labels"], dict(podutil.labels(current))
         if want == have and want_labels == have_labels:
             continue
-        patch: dict[str, Any] = {"spec": replace_patch(have, want)}
+        patch: dict[str, Any] = {"spec": merge_patch(have, want)}
         if want_labels != have_labels:
-            patch["metadata"] = {"labels": replace_patch(have_labels, want_labels)}
+            patch["metadata"] = {"labels": merge_patch(have_labels, want_labels)}
         commands.append(
             PatchObject(
                 reason=f"Updated NetworkPolicy {where}/{name}",

@@ -16,6 +16,7 @@ from raybus.api.rayservice import RayService, RayServiceUpgradeType
 from raybus.api.settings import FeatureGates
 from raybus.decisions.cluster.hashing import generate_hash_without_replicas_and_workers_to_delete
 from raybus.decisions.cluster.naming import NameAllocator
+from raybus.decisions.commands import merge_patch
 from raybus.decisions.service import constants as c
 
 Json = dict[str, Any]
@@ -144,22 +145,6 @@ def construct_ray_cluster(service: RayService, name: str, *, status: Json, gates
                      "annotations": annotations, "ownerReferences": [owner_reference(service)]},
         "spec": body,
     }
-
-
-def merge_patch(current: object, goal: object) -> Any:
-    """RFC 7386 merge patch turning ``current`` into ``goal`` (lists and scalars replace; keys
-    missing from ``goal`` become null)."""
-    if not isinstance(current, dict) or not isinstance(goal, dict):
-        return copy.deepcopy(goal)
-    patch: Json = {}
-    for key in current.keys() - goal.keys():
-        patch[key] = None
-    for key, value in goal.items():
-        if key not in current:
-            patch[key] = copy.deepcopy(value)
-        elif current[key] != value:
-            patch[key] = merge_patch(current[key], value)
-    return patch
 
 
 def modify_ray_cluster_patch(current: Json, goal: Json) -> Json:
