@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Mapping
 
@@ -28,57 +29,61 @@ from raybus.decisions.dashboard_poll import ClusterWant, FollowState, after_foll
 from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
-FollowKey = tuple[ClusterKey, str]  # (namespace, cluster), job id
 
 
 class Follower:
     def __init__(self, heads: Heads, session: aiohttp.ClientSession) -> None:
         self._heads = heads
         self._session = session
-        self._streams: dict[FollowKey, asyncio.Task[None]] = {}
-        self.states: dict[FollowKey, FollowState] = {}
+        # Per cluster, so a round's per-cluster work does not scan every stream of every cluster.
+        self._streams: dict[ClusterKey, dict[str, asyncio.Task[None]]] = {}
+        self.states: dict[ClusterKey, dict[str, FollowState]] = {}
         self._ends: dict[ClusterKey, dict[str, int]] = {}
-        self.opened = 0  # handshakes attempted, observable for tests and the benchmark
 
     def streaming(self, key: ClusterKey) -> frozenset[str]:
-        return frozenset(job for (k, job) in self._streams if k == key)
+        return frozenset(self._streams.get(key, ()))
 
     def ends(self, key: ClusterKey) -> Mapping[str, int]:
         return self._ends.get(key, {})
 
     def clusters(self) -> set[ClusterKey]:
-        return {k for k, _ in self._streams} | {k for k, _ in self.states} | set(self._ends)
+        return set(self._streams) | set(self.states) | set(self._ends)
 
     @property
     def open_streams(self) -> int:
-        return len(self._streams)
+        return sum(len(jobs) for jobs in self._streams.values())
 
     def reconcile(self, key: ClusterKey, want: ClusterWant | None, observation: ClusterObservation | None,
                   *, head_ready: bool | None, now: float) -> float:
         """Open/close this cluster's streams as decided; returns when to decide again at the latest."""
         followed = set(want.follow) if want is not None else set()
-        for stale in [fk for fk in self.states if fk[0] == key and fk[1] not in followed]:
-            del self.states[stale]
-        ends = self._ends.get(key)
-        if ends is not None:
-            for job in [j for j in ends if j not in followed]:
-                del ends[job]
-            if not ends:
-                del self._ends[key]
+        if not followed and key not in self._streams and key not in self.states and key not in self._ends:
+            return math.inf  # nothing followed here, nothing held
+        for table in (self.states, self._ends):
+            jobs = table.get(key)
+            if jobs is not None:
+                for job in [j for j in jobs if j not in followed]:
+                    del jobs[job]
+                if not jobs:
+                    del table[key]
         plan = decide_follows(want, observation, streaming=self.streaming(key),
-                              follows={job: st for (k, job), st in self.states.items() if k == key},
-                              now=now, head_ready=head_ready)
+                              follows=self.states.get(key, {}), now=now, head_ready=head_ready)
+        streams = self._streams.get(key, {})
         for job in plan.close:
-            task = self._streams.pop((key, job), None)
+            task = streams.pop(job, None)
             if task is not None:
                 task.cancel()
         limit = self._heads.settings.max_follow_streams
         for job in plan.open:
-            if len(self._streams) >= limit:
+            if self.open_streams >= limit:
                 log.warning("follow stream limit reached; the job's end is seen by polling",
                             extra={"cluster": f"{key[0]}/{key[1]}", "job_id": job, "limit": limit})
                 break
-            self._streams[(key, job)] = asyncio.create_task(self._follow(key, job))
+            streams[job] = asyncio.create_task(self._follow(key, job))
+        if streams:
+            self._streams[key] = streams
+        else:
+            self._streams.pop(key, None)
         return plan.at
 
     async def _follow(self, key: ClusterKey, job: str) -> None:
@@ -88,7 +93,6 @@ class Follower:
         try:
             async with heads.locks[key]:  # the handshake is one request, never beside another
                 heads.requests += 1
-                self.opened += 1
                 tail = await open_log_tail(self._session, base_url=base, job_id=job,
                                            connect_timeout_s=settings.read_timeout_s,
                                            heartbeat_s=settings.follow_heartbeat_s or None)
@@ -104,18 +108,22 @@ class Follower:
         except (aiohttp.ClientError, OSError) as exc:
             how = f"broken: {type(exc).__name__}: {exc}"
         now = time.monotonic()
-        self.states[(key, job)] = after_follow_end(self.states.get((key, job), FollowState()),
-                                                   opened_at=opened_at, now=now, settings=settings.poll())
+        states = self.states.setdefault(key, {})
+        states[job] = after_follow_end(states.get(job, FollowState()), opened_at=opened_at, now=now,
+                                       settings=settings.poll())
         ends = self._ends.setdefault(key, {})
         ends[job] = ends.get(job, 0) + 1
-        if self._streams.get((key, job)) is asyncio.current_task():
-            del self._streams[(key, job)]
+        streams = self._streams.get(key, {})
+        if streams.get(job) is asyncio.current_task():
+            del streams[job]
+            if not streams:
+                del self._streams[key]
         log.info("log tail stream ended: reading the cluster", extra={
             "cluster": f"{key[0]}/{key[1]}", "job_id": job, "how": how[:300],
             "open_s": round(now - opened_at, 1)})
         heads.view.changed.set()
 
     async def stop(self) -> None:
-        tasks = list(self._streams.values())
+        tasks = [task for jobs in self._streams.values() for task in jobs.values()]
         self._streams.clear()
         await cancel_and_wait(tasks)

@@ -75,13 +75,14 @@ class PollScheduler:
         wake = math.inf
         now, wall_ms = time.monotonic(), int(time.time() * 1000)
         wants = heads.view.wants()
-        for gone in set(heads.states) - set(wants) - set(self._busy):  # every owner withdrew
+        wanted = set(wants)
+        for gone in set(heads.states) - wanted - set(self._busy):  # every owner withdrew
             heads.states.pop(gone, None)
             heads.deleted_jobs.pop(gone, None)
             self._ready_seen.pop(gone, None)
         follower = self._follower
         if follower is not None:
-            for gone in follower.clusters() - set(wants):
+            for gone in follower.clusters() - wanted:
                 follower.reconcile(gone, None, None, head_ready=None, now=now)
         for key, want in wants.items():
             ready = self._head_ready(key)
