@@ -139,7 +139,7 @@ def render_base_url(template: str, *, namespace: str, cluster: str, service: str
     return url.rstrip("/")
 
 
-def _job_path(job_id: str, suffix: str = "") -> str:
+def job_path(job_id: str, suffix: str = "") -> str:
     """Submission ids come from users (RayJob spec.jobId): percent-encode them into one segment."""
     return f"{JOBS_PATH}{quote(job_id, safe='')}{suffix}"
 
@@ -160,14 +160,19 @@ def _classify(response: httpx.Response, *, what: str, job_route: bool) -> Dashbo
         return None
     body = response.text
     detail = f"{what}: HTTP {status}: {_last_line(body)}"
-    if status == 404 and job_route:
-        return JobNotFound(detail, status_code=status)
-    if status == 400:
-        return DashboardBadRequest(detail, status_code=status)
     if status == 500 and "already exists" in body and "submission_id" in body:
         return JobAlreadyExists(detail, status_code=status)
     if status == 500 and "non-terminal state" in body:
         return JobNotTerminal(detail, status_code=status)
+    return status_error(status, detail, job_route=job_route)
+
+
+def status_error(status: int, detail: str, *, job_route: bool) -> DashboardError:
+    """The typed error of a non-2xx answer by its status alone (also the log tail's handshake)."""
+    if status == 404 and job_route:
+        return JobNotFound(detail, status_code=status)
+    if status == 400:
+        return DashboardBadRequest(detail, status_code=status)
     if status >= 500:
         return DashboardUnreachable(detail, status_code=status)
     return DashboardRequestError(detail, status_code=status)
@@ -294,7 +299,7 @@ class RayDashboardClient:
     async def get_job_info(self, job_id: str) -> JobDetails:
         """GET /api/jobs/<id>: by submission id or hex Ray job id. JobNotFound on 404."""
         return await self._get_parsed(
-            _job_path(job_id), _validator(JobDetails), endpoint=JOB_ENDPOINT, job_route=True
+            job_path(job_id), _validator(JobDetails), endpoint=JOB_ENDPOINT, job_route=True
         )
 
     async def list_jobs(self) -> list[JobDetails]:
@@ -322,14 +327,14 @@ class RayDashboardClient:
 
     async def get_job_log(self, job_id: str) -> str:
         logs = await self._get_parsed(
-            _job_path(job_id, "/logs"), _validator(JobLogs), endpoint=JOB_ENDPOINT + "/logs", job_route=True
+            job_path(job_id, "/logs"), _validator(JobLogs), endpoint=JOB_ENDPOINT + "/logs", job_route=True
         )
         return logs.logs
 
     async def stop_job(self, job_id: str) -> bool:
         """POST /api/jobs/<id>/stop: True if a stop was issued, False if already terminal (36_*)."""
         response = await self._send(
-            "POST", _job_path(job_id, "/stop"), endpoint=JOB_ENDPOINT + "/stop", job_route=True,
+            "POST", job_path(job_id, "/stop"), endpoint=JOB_ENDPOINT + "/stop", job_route=True,
             timeout_s=self.timeouts.stop_job_s,
         )
         return _parse(JobStopResponse, response, what=f"stop {job_id}").stopped
@@ -341,7 +346,7 @@ class RayDashboardClient:
         (`JobDetails.is_supervisor_ghost`, README §3): callers should tolerate and re-delete it.
         """
         response = await self._send(
-            "DELETE", _job_path(job_id), endpoint=JOB_ENDPOINT, job_route=True,
+            "DELETE", job_path(job_id), endpoint=JOB_ENDPOINT, job_route=True,
             timeout_s=self.timeouts.delete_job_s,
         )
         _parse(JobDeleteResponse, response, what=f"delete {job_id}")

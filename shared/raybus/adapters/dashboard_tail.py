@@ -22,18 +22,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from urllib.parse import quote
 
 import aiohttp
 
 from raybus.adapters.dashboard import (
     AUTH_HEADER,
-    JOBS_PATH,
-    DashboardBadRequest,
     DashboardError,
-    DashboardRequestError,
     DashboardUnreachable,
-    JobNotFound,
+    job_path,
+    status_error,
 )
 from raybus.observability.metrics import DASHBOARD_REQUESTS
 
@@ -57,9 +54,8 @@ class TailEnd:
 class LogTail:
     """One open stream. `wait_closed()` returns when it ends; `close()` ends it from our side."""
 
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse[bool], job_id: str) -> None:
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse[bool]) -> None:
         self._ws = ws
-        self.job_id = job_id
 
     async def wait_closed(self) -> TailEnd:
         frames = 0
@@ -88,7 +84,7 @@ async def open_log_tail(session: aiohttp.ClientSession, *, base_url: str, job_id
                         heartbeat_s: float | None = 30.0) -> LogTail:
     """Open the stream (one request). `heartbeat_s`: ping this often and treat a missing pong as a
     broken stream (a head that vanished without closing its sockets)."""
-    url = f"{base_url.rstrip('/')}{JOBS_PATH}{quote(job_id, safe='')}/logs/tail"
+    url = f"{base_url.rstrip('/')}{job_path(job_id, '/logs/tail')}"
     headers = {AUTH_HEADER: f"Bearer {auth_token}"} if auth_token else {}
     what = f"GET .../logs/tail of {job_id}"
     try:
@@ -105,15 +101,11 @@ async def open_log_tail(session: aiohttp.ClientSession, *, base_url: str, job_id
         DASHBOARD_REQUESTS.labels(endpoint=TAIL_ENDPOINT, code="error").inc()
         raise DashboardUnreachable(f"{what}: {type(exc).__name__}: {exc}"[:300]) from None
     DASHBOARD_REQUESTS.labels(endpoint=TAIL_ENDPOINT, code="101").inc()
-    return LogTail(ws, job_id)
+    return LogTail(ws)
 
 
 def _handshake_error(status: int, detail: str) -> DashboardError:
-    if status == 404:
-        return JobNotFound(detail, status_code=status)
-    if status == 400:
-        return DashboardBadRequest(detail, status_code=status)
-    if 400 <= status < 500:
-        return DashboardRequestError(detail, status_code=status)
-    # 5xx, or a 2xx/3xx that is not an upgrade (an HTML page from a proxy): no usable answer.
+    if status >= 400:
+        return status_error(status, detail, job_route=True)
+    # a 2xx/3xx that is not an upgrade (an HTML page from a proxy): no usable answer
     return DashboardUnreachable(detail, status_code=status)

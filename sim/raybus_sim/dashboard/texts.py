@@ -99,8 +99,8 @@ def submit_wrong_type(field: str, kind: str) -> str:
 
 
 SERVER_TROUBLE = "500 Internal Server Error\n\nServer got itself in trouble"  # 42_err_POST_malformed_json
-NOT_FOUND = "404: Not Found"
-TAIL_NOT_SUBMISSION = "Can only get logs of submission type jobs"  # job_head.py tail_job_logs: 400  # 00_dashboard_healthz
+NOT_FOUND = "404: Not Found"  # 00_dashboard_healthz
+TAIL_NOT_SUBMISSION = "Can only get logs of submission type jobs"  # job_head.py tail_job_logs: 400
 
 
 def browser_rejected(method: str) -> str:
