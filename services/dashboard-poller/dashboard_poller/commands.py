@@ -57,7 +57,7 @@ from raybus.decisions.dashboard_contract import (
     StopJob,
     SubmitJob,
 )
-from raybus.decisions.dashboard_poll import ClusterWant, JobsRequest, PollPlan, PollState, after_change
+from raybus.decisions.dashboard_poll import ClusterWant, JobsRequest, PollPlan, PollState
 from raybus.observability.metrics import DASHBOARD_COMMANDS, MESSAGES
 from raybus.runtime.tasks import cancel_and_wait
 
@@ -203,12 +203,9 @@ class CommandRunner:
                 "failures": prev.failures + 1 if failed else 0,
                 "last_success_at": prev.last_success_at if failed else now})
             heads.states[ck] = new_state
-            _, before = heads.view.observation(namespace, c.cluster)
             obs_seq = await heads.observe(want, round_result, failures=new_state.failures,
                                           reason=f"read back after {c.op}",
-                                          previous_success=prev.last_success_at)
-            if obs_seq != before:
-                heads.states[ck] = after_change(heads.states[ck], read_at=written_at)
+                                          previous_success=prev.last_success_at, read_at=written_at)
         result = DashboardCommandResult(command_id=command.command_id, op=c.op, cluster=c.cluster,
                                         state=state, message=message)
         return result, obs_seq

@@ -133,21 +133,21 @@ class Heads:
             previous_success = state.last_success_at
             state = after_round(state, want, now=time.monotonic(), failed=result.failed)
             self.states[key] = state
-            _, before = self.view.observation(*key)
-            seq = await self.observe(want, result, failures=state.failures, reason=reason,
-                                     previous_success=previous_success)
-            if seq != before:
-                self.states[key] = after_change(self.states[key], read_at=read_at)
-            return seq
+            return await self.observe(want, result, failures=state.failures, reason=reason,
+                                      previous_success=previous_success, read_at=read_at)
 
     async def observe(self, want: ClusterWant, result: RoundResult, *, failures: int, reason: str,
-                      previous_success: float | None) -> int:
-        previous, seq = self.view.observation(want.namespace, want.cluster)
+                      previous_success: float | None, read_at: float) -> int:
+        """Merge a read into the observation; publish and trigger the owners only if it changed
+        (and then the poll state learns that a read at `read_at` showed a change)."""
+        key = (want.namespace, want.cluster)
+        previous, seq = self.view.observation(*key)
         current = merge_round(previous, want, result, failures=failures, settings=self.settings.poll())
         parts = changed_parts(previous, current) if current != previous else []
         if not parts:
             return seq
         seq = await self.publish(current)
+        self.states[key] = after_change(self.states.get(key, PollState()), read_at=read_at)
         self._record_lag(previous, current, previous_success)
         log.info("observation changed", extra={"cluster": f"{want.namespace}/{want.cluster}",
                                                "parts": parts, "seq": seq, "reason": reason})
