@@ -55,6 +55,9 @@ class ClusterReconciler:
         written = next((r.resource_version for r in outcome.results
                         if r.op == "update_status" and r.ok and r.code == 200), None)
         self._inflight.settle(outcome.reconcile_id, written_rv=written)
+        for r in real_failures(outcome.results):
+            if r.op == "create" and r.target:  # e.g. a PodGroup whose CRD is missing: retry it
+                self._inflight.create_failed(outcome.key, r.target, batch_id=outcome.reconcile_id)
 
     def bind(self, look_again: Any, epoch: Callable[[ObjectKey], int]) -> None:
         """A status held back behind an in-flight one is asked for again once that settles;
@@ -83,9 +86,6 @@ class ClusterReconciler:
         if outcome is None:
             return []
         failures = real_failures(outcome.results)
-        for r in failures:
-            if r.op == "create" and r.target:  # e.g. a PodGroup whose CRD is missing: retry it
-                self._inflight.create_failed(key, r.target, batch_id=outcome.reconcile_id)
         # target lets the decision name the failed object (KubeRay's error message carries it).
         return [CommandFailure(reason=r.error_reason or "", message=r.message, target=r.target)
                 for r in failures]
