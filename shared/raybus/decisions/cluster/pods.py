@@ -79,12 +79,22 @@ def find_suspend_status(cluster: RayCluster) -> str:
     return ""
 
 
+def _suspend_stop(cluster: RayCluster, settings: OperatorSettings) -> str | None:
+    """reconcilePods' suspend checks: why it stops ("delete": delete every Pod first), or None."""
+    suspend_status = find_suspend_status(cluster)
+    gate = settings.feature_gates.ray_cluster_status_conditions
+    if suspend_status == RayClusterConditionType.SUSPENDING or (not gate and cluster.spec.suspend):
+        return "delete"
+    if gate and suspend_status == RayClusterConditionType.SUSPENDED:
+        return "cluster is suspended; stop reconcilePods"
+    if gate and cluster.spec.suspend:
+        return "cluster is going to suspend; stop reconcilePods"
+    return None
+
+
 def pods_may_be_reconciled(cluster: RayCluster, settings: OperatorSettings) -> bool:
     """Whether reconcilePods gets past its suspend checks (where KubeRay calls the batch scheduler)."""
-    suspend_status = find_suspend_status(cluster)
-    if suspend_status == RayClusterConditionType.SUSPENDING or cluster.spec.suspend:
-        return False
-    return suspend_status != RayClusterConditionType.SUSPENDED or not settings.feature_gates.ray_cluster_status_conditions
+    return _suspend_stop(cluster, settings) is None
 
 
 def is_autoscaling_enabled(cluster: RayCluster) -> bool:
@@ -366,9 +376,8 @@ def reconcile_pods(
 def _reconcile_pods(plan: PodPlan) -> ReconcileError | None:
     cluster = plan.cluster
     cluster_hash = generate_hash_without_replicas_and_workers_to_delete(cluster.spec)
-    suspend_status = find_suspend_status(cluster)
-    gate = plan.settings.feature_gates.ray_cluster_status_conditions
-    if suspend_status == RayClusterConditionType.SUSPENDING or (not gate and cluster.spec.suspend):
+    stop = _suspend_stop(cluster, plan.settings)
+    if stop == "delete":
         deleted = plan.delete_all(
             plan.pods,
             reason=f"Deleted Pods for RayCluster {plan.namespace}/{cluster.name} due to suspension",
@@ -376,13 +385,9 @@ def _reconcile_pods(plan: PodPlan) -> ReconcileError | None:
         )
         plan.log(f"suspending: deleting {deleted} active Pods")
         return None
-    if gate:
-        if suspend_status == RayClusterConditionType.SUSPENDED:
-            plan.log("cluster is suspended; stop reconcilePods")
-            return None
-        if cluster.spec.suspend:
-            plan.log("cluster is going to suspend; stop reconcilePods")
-            return None
+    if stop is not None:
+        plan.log(stop)
+        return None
 
     if _should_recreate_pods_for_upgrade(plan, cluster_hash):
         deleted = plan.delete_all(
