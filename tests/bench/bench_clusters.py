@@ -98,7 +98,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         floor_s = await floor(kube, total, args.concurrency)
 
         assert stack.nats is not None and stack.redis is not None
-        nc = await nats.connect(stack.nats.url)
+        nc = await nats.connect(**stack.nats.options())
         pids = {p.name: p.popen.pid for p in stack.procs}
         pids["nats-server"] = stack.nats.proc.pid if stack.nats.proc else 0
         pids["redis-server"] = stack.redis.proc.pid if stack.redis.proc else 0

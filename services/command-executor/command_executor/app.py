@@ -28,7 +28,6 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from opentelemetry import trace
@@ -38,6 +37,7 @@ from command_executor.mapping import describe, target_of
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
 from raybus.bus import subjects as s
 from raybus.bus.codec import decode_or_dead_letter
+from raybus.bus.connect import connect_nats
 from raybus.bus.envelopes import CommandBatch, CommandResult, Outcome
 from raybus.bus.ledger import BatchLedger, BatchRecord
 from raybus.bus.publish import publish_outcome
@@ -78,7 +78,7 @@ class CommandExecutorService:
         self.executor: Executor | None = None
         self.ledger: BatchLedger | None = None
         self.bus = BusSettings(partitions=settings.partitions, executor_ack_wait_s=settings.ack_wait_s,
-                               max_deliver=settings.max_deliver)
+                               max_deliver=settings.max_deliver, declare=settings.bus_declare)
         self._nc: NATS | None = None
         self._workers: list[PullWorkers] = []
         self.applied = 0  # batches finished (observable for tests / bench)
@@ -98,11 +98,11 @@ class CommandExecutorService:
                                                                       self.settings.kube_burst))
         self.executor = Executor(self._kube, status_retries=self.settings.status_retries,
                                  host=self.settings.replica_id or None, events_kube=events_kube)
-        self._nc = await nats.connect(self.settings.nats_url, max_reconnect_attempts=-1,
+        self._nc = await connect_nats(self.settings.nats_url, self.settings.auth, max_reconnect_attempts=-1,
                                       name=f"{SERVICE}-{self.settings.replica_id}")
         js = self.nc.jetstream()
         await ensure_streams(js, self.bus)
-        self.ledger = await BatchLedger.open(js)
+        self.ledger = await BatchLedger.open(js, declare=self.bus.declare)
         self._workers = [
             PullWorkers(self.nc, stream=s.STREAM_COMMANDS, config=command_consumer_config(self.bus),
                         handler=self._handle_command, concurrency=self.settings.concurrency,

@@ -23,7 +23,6 @@ import logging
 
 import aiohttp
 import httpx
-import nats
 from nats.aio.client import Client as NATS
 
 from dashboard_poller.commands import CommandRunner
@@ -34,6 +33,7 @@ from dashboard_poller.polling import PollScheduler
 from dashboard_poller.settings import SERVICE, PollerSettings
 from dashboard_poller.view import BusView
 from raybus.bus import subjects as s
+from raybus.bus.connect import connect_nats
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.streams import dashboard_command_consumer_config, ensure_leases, ensure_streams
 from raybus.runtime.cache import ObjectCache
@@ -71,12 +71,12 @@ class DashboardPollerService:
 
     async def start(self) -> None:
         bus = self.settings.bus()
-        self._nc = await nats.connect(self.settings.nats_url, max_reconnect_attempts=-1,
+        self._nc = await connect_nats(self.settings.nats_url, self.settings.auth, max_reconnect_attempts=-1,
                                       name=f"{SERVICE}-{self.settings.replica_id}")
         js = self.nc.jetstream()
         await ensure_streams(js, bus)
         kv = await ensure_leases(js, bus)
-        ledger = await BatchLedger.open(js)
+        ledger = await BatchLedger.open(js, declare=bus.declare)
         # Keep-alive pool (README §5: a new connection per request costs ~20 ms client-side).
         self._http = httpx.AsyncClient(limits=httpx.Limits(max_connections=512,
                                                            max_keepalive_connections=256))

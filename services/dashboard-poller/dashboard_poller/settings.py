@@ -51,4 +51,5 @@ class PollerSettings(CommonSettings):
 
     def bus(self) -> BusSettings:
         return BusSettings(partitions=self.partitions, executor_ack_wait_s=self.ack_wait_s,
-                           max_deliver=self.max_deliver, lease_ttl_s=self.lease_ttl_s)
+                           max_deliver=self.max_deliver, lease_ttl_s=self.lease_ttl_s,
+                           declare=self.bus_declare)

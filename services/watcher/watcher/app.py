@@ -19,12 +19,12 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-import nats
 from nats.aio.client import Client as NATS
 from opentelemetry import trace
 
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
 from raybus.bus import subjects as s
+from raybus.bus.connect import connect_nats
 from raybus.bus.envelopes import ObjectEvent, ObjectKey
 from raybus.bus.publish import publish_object, publish_trigger
 from raybus.bus.streams import BusSettings, ensure_streams
@@ -91,9 +91,11 @@ class Watcher:
         return self._nc
 
     async def start(self) -> None:
-        self._nc = await nats.connect(self.settings.nats_url, name=f"watcher-{self.settings.replica_id}",
+        self._nc = await connect_nats(self.settings.nats_url, self.settings.auth,
+                                      name=f"watcher-{self.settings.replica_id}",
                                       max_reconnect_attempts=-1)
-        await ensure_streams(self.nc.jetstream(), BusSettings(partitions=self.settings.partitions))
+        await ensure_streams(self.nc.jetstream(), BusSettings(partitions=self.settings.partitions,
+                                                                 declare=self.settings.bus_declare))
         if self._kube is None:
             api = await new_api_client(self.settings.kubeconfig)
             self._kube = KubeClient(api, limiter=rate_limiter(self.settings.kube_qps,

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandResult
+from raybus.bus.streams import wait_for_stream
 
 # Longer than any batch can wait in RAYBUS_COMMANDS (its max_age, streams.py), so a revoked
 # marker outlives every copy of the batch it revokes.
@@ -82,7 +83,10 @@ class BatchLedger:
         self._kv = kv
 
     @classmethod
-    async def open(cls, js: JetStreamContext) -> BatchLedger:
+    async def open(cls, js: JetStreamContext, *, declare: bool = True) -> BatchLedger:
+        if not declare:  # a secured bus: bus-admin created it (streams.BusSettings.declare)
+            await wait_for_stream(js, f"KV_{s.KV_BATCHES}")
+            return cls(await js.key_value(s.KV_BATCHES))
         try:
             kv = await js.key_value(s.KV_BATCHES)
         except (NotFoundError, BadRequestError, Exception):  # noqa: BLE001 - bucket missing

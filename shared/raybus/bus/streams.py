@@ -11,7 +11,10 @@ Design (README "Bus contract"):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +34,8 @@ from nats.js.kv import KeyValue
 
 from raybus.bus import subjects as s
 
+log = logging.getLogger(__name__)
+
 DAY = 24 * 3600.0
 COMMAND_MAX_AGE_S = 3600.0
 OUTCOMES_PER_OBJECT = 16
@@ -47,6 +52,26 @@ class BusSettings:
     max_deliver: int = 20
     lease_ttl_s: float = 10.0
     duplicate_window_s: float = 120.0
+    # False on a secured bus: only `bus-admin` may create or change streams and buckets
+    # (bus/permissions.py), so a service waits for them instead of declaring them.
+    declare: bool = True
+
+
+async def wait_for_stream(js: JetStreamContext, name: str) -> None:
+    """Wait until `name` exists, saying so every few seconds (a service started before the bus was
+    declared must tell its operator what it waits for, not hang silently)."""
+    started = last_said = time.monotonic()
+    while True:
+        try:
+            await js.stream_info(name)
+            return
+        except NotFoundError:
+            pass
+        if time.monotonic() - last_said >= 5.0:
+            last_said = time.monotonic()
+            log.warning("waiting for the bus to be declared (raybus bus-init)",
+                        extra={"stream": name, "waited_s": round(last_said - started)})
+        await asyncio.sleep(0.5)
 
 
 def _stream(**kwargs: Any) -> StreamConfig:
@@ -93,7 +118,11 @@ def stream_configs(settings: BusSettings) -> list[StreamConfig]:
 
 async def ensure_streams(js: JetStreamContext, settings: BusSettings | None = None) -> None:
     """Create or update every stream; safe to call from every process on every start."""
-    for config in stream_configs(settings or BusSettings()):
+    settings = settings or BusSettings()
+    for config in stream_configs(settings):
+        if not settings.declare:
+            await wait_for_stream(js, config.name or "")
+            continue
         try:
             await js.stream_info(config.name or "")
         except NotFoundError:
@@ -105,6 +134,9 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings | None = No
 
 async def ensure_leases(js: JetStreamContext, settings: BusSettings | None = None) -> KeyValue:
     settings = settings or BusSettings()
+    if not settings.declare:
+        await wait_for_stream(js, f"KV_{s.KV_LEASES}")
+        return await js.key_value(s.KV_LEASES)
     try:
         return await js.key_value(s.KV_LEASES)
     except Exception:  # noqa: BLE001 - nats-py raises BucketNotFoundError or NotFoundError

@@ -96,6 +96,12 @@ def trigger_subject(controller: Controller | str, *, namespace: str, name: str,
     return f"{PREFIX}.trigger.{Controller(controller).value}.{part}.{token(namespace)}.{token(name)}"
 
 
+def triggers_filter(controller: Controller | str | None = None) -> str:
+    if controller is None:
+        return f"{PREFIX}.trigger.>"
+    return f"{PREFIX}.trigger.{Controller(controller).value}.>"
+
+
 def trigger_partition_filter(controller: Controller | str, partition: int) -> str:
     return f"{PREFIX}.trigger.{Controller(controller).value}.{partition_token(partition)}.>"
 
@@ -105,8 +111,10 @@ def command_subject(controller: Controller | str, namespace: str, name: str) -> 
     return f"{PREFIX}.cmd.{Controller(controller).value}.{token(namespace)}.{token(name)}"
 
 
-def commands_filter() -> str:
-    return f"{PREFIX}.cmd.>"
+def commands_filter(controller: Controller | str | None = None) -> str:
+    if controller is None:
+        return f"{PREFIX}.cmd.>"
+    return f"{PREFIX}.cmd.{Controller(controller).value}.>"
 
 
 # --- status writes: last value per object, so queued older statuses are replaced -------------------
@@ -114,8 +122,10 @@ def status_subject(controller: Controller | str, namespace: str, name: str) -> s
     return f"{PREFIX}.status.{Controller(controller).value}.{token(namespace)}.{token(name)}"
 
 
-def status_filter() -> str:
-    return f"{PREFIX}.status.>"
+def status_filter(controller: Controller | str | None = None) -> str:
+    if controller is None:
+        return f"{PREFIX}.status.>"
+    return f"{PREFIX}.status.{Controller(controller).value}.>"
 
 
 def status_batch_id(reconcile_id: str) -> str:
@@ -148,8 +158,10 @@ def dashboard_interest_subject(controller: Controller | str, namespace: str, nam
     return f"{PREFIX}.dashwant.{Controller(controller).value}.{token(namespace)}.{token(name)}"
 
 
-def dashboard_interest_filter() -> str:
-    return f"{PREFIX}.dashwant.>"
+def dashboard_interest_filter(controller: Controller | str | None = None) -> str:
+    if controller is None:
+        return f"{PREFIX}.dashwant.>"
+    return f"{PREFIX}.dashwant.{Controller(controller).value}.>"
 
 
 def dashboard_command_subject(controller: Controller | str, namespace: str, name: str) -> str:
@@ -157,8 +169,10 @@ def dashboard_command_subject(controller: Controller | str, namespace: str, name
     return f"{PREFIX}.dashcmd.{Controller(controller).value}.{token(namespace)}.{token(name)}"
 
 
-def dashboard_commands_filter() -> str:
-    return f"{PREFIX}.dashcmd.>"
+def dashboard_commands_filter(controller: Controller | str | None = None) -> str:
+    if controller is None:
+        return f"{PREFIX}.dashcmd.>"
+    return f"{PREFIX}.dashcmd.{Controller(controller).value}.>"
 
 
 def dashboard_result_subject(controller: Controller | str, namespace: str, name: str) -> str:
@@ -174,6 +188,11 @@ def dashboard_results_filter(controller: Controller | str | None = None) -> str:
 # --- dead letters: undecodable messages, per consuming service ----------------------------------
 def dead_letter_subject(service: str) -> str:
     return f"{PREFIX}.dlq.{token(service)}"
+
+
+def everything_filter() -> str:
+    """Every raybus subject (read-only `raybus tap`)."""
+    return f"{PREFIX}.>"
 
 
 def dead_letter_filter() -> str:

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from raybus.bus import security
+from raybus.bus.permissions import SERVICE_ROLES, Role
 from raybus.testing.servers import (
     NatsServer,
     RedisServer,
@@ -51,6 +53,14 @@ class LocalStack:
     api_port: int = 0
     dashboard_port: int = 0
     rbac: bool = True  # watcher/executor use their ServiceAccounts' RBAC-checked tokens
+    # NATS with TLS and one user per service (bus/permissions.py), Redis with ACL users; the
+    # material lives in <home>/secrets (README "Security model"). Off only for tests that need a
+    # bare bus.
+    secure: bool = True
+
+    @property
+    def secrets(self) -> Path | None:
+        return (self.home / "secrets").resolve() if self.secure else None
 
     @property
     def kubeconfig(self) -> Path:
@@ -71,8 +81,12 @@ class LocalStack:
 
     def start(self) -> None:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
-        self.nats = start_nats(self.home / "nats")
-        self.redis = start_redis(self.home / "redis")
+        if self.secure:
+            security.generate(self.home / "secrets")
+        self.nats = start_nats(self.home / "nats", secrets=self.secrets)
+        self.redis = start_redis(self.home / "redis", secrets=self.secrets)
+        if self.secure:
+            declare_bus(self.nats.options(Role.BUS_ADMIN.value))
         self.api_port, self.dashboard_port = free_port(), free_port()
         self.env = {
             "RAYBUS_NATS_URL": self.nats.url, "RAYBUS_REDIS_URL": self.redis.url,
@@ -115,6 +129,9 @@ class LocalStack:
         if service in SERVICES:  # each service's Prometheus endpoint, on loopback
             metrics_port = free_port()
             env.update(RAYBUS_METRICS_PORT=str(metrics_port), RAYBUS_METRICS_LOCAL="1")
+        if self.secrets is not None and service in SERVICE_ROLES:
+            env.update(security.service_env(self.secrets, SERVICE_ROLES[service]),
+                       RAYBUS_BUS_DECLARE="0")
         if self.rbac and service in SERVICE_ACCOUNTS:
             env["RAYBUS_KUBECONFIG"] = str(self.service_kubeconfig(service))
         offset = log.stat().st_size if log.exists() else 0
@@ -151,6 +168,28 @@ class LocalStack:
             self.redis.stop()
         if self.nats is not None:
             self.nats.stop()
+
+
+def declare_bus(options: dict[str, object]) -> None:
+    """What `raybus bus-init` does: as bus-admin, declare every stream and KV bucket (services on a
+    secured bus may only wait for them)."""
+    import asyncio
+
+    import nats
+
+    from raybus.bus.ledger import BatchLedger
+    from raybus.bus.streams import ensure_leases, ensure_streams
+
+    async def run() -> None:
+        nc = await nats.connect(**options)  # type: ignore[arg-type]
+        try:
+            js = nc.jetstream()
+            await ensure_streams(js)
+            await ensure_leases(js)
+            await BatchLedger.open(js)
+        finally:
+            await nc.close()
+    asyncio.run(run())
 
 
 def stop_proc(proc: Proc, *, kill: bool = False) -> None:

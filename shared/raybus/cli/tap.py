@@ -14,9 +14,8 @@ import sys
 import time
 from typing import Any
 
-import nats
-
 from raybus.bus import subjects as s
+from raybus.bus.connect import BusAuth, connect_nats
 
 SHORTHANDS = {"obj", "trigger", "cmd", "status", "outcome", "dash", "dlq"}
 
@@ -75,11 +74,32 @@ def summarize(subject: str, data: bytes) -> dict[str, Any]:
     return row
 
 
+def tap_auth(*, local_stack: bool) -> BusAuth:
+    """The read-only `tap` user: RAYBUS_NATS_* from the environment, else (no --nats-url given)
+    the credentials `raybus up` generated."""
+    import os
+
+    from raybus.bus import security
+    from raybus.bus.permissions import Role
+    from raybus.cli.up import HOME
+
+    if os.environ.get("RAYBUS_NATS_USER"):
+        return BusAuth(nats_user=os.environ["RAYBUS_NATS_USER"],
+                       nats_password_file=os.environ.get("RAYBUS_NATS_PASSWORD_FILE"),
+                       nats_ca_file=os.environ.get("RAYBUS_NATS_CA_FILE"))
+    secrets = HOME / "secrets"
+    if local_stack and (secrets / "ca.pem").exists():
+        env = security.service_env(secrets, Role.TAP, redis=False)
+        return BusAuth(nats_user=env["RAYBUS_NATS_USER"], nats_password_file=env["RAYBUS_NATS_PASSWORD_FILE"],
+                       nats_ca_file=env["RAYBUS_NATS_CA_FILE"])
+    return BusAuth()
+
+
 async def run(args: argparse.Namespace) -> int:
     from raybus.cli.up import read_env
 
     url = args.nats_url or read_env().get("RAYBUS_NATS_URL", "nats://127.0.0.1:4222")
-    nc = await nats.connect(url)
+    nc = await connect_nats(url, tap_auth(local_stack=not args.nats_url))
     seen = 0
     done = asyncio.Event()
 

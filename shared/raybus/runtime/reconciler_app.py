@@ -11,11 +11,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import nats
 from nats.aio.client import Client as NATS
 
 from raybus.adapters.redis_state import StateStore
 from raybus.bus import subjects as s
+from raybus.bus.connect import connect_nats, redis_client
 from raybus.bus.envelopes import CommandBatch, ObjectKey
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.publish import publish_commands, publish_status
@@ -85,7 +85,7 @@ class ReconcilerApp:
         self._make = make_reconcile
         self._dashboard = dashboard  # also follow dashboard observations and this controller's results
         self._scopes = scopes  # kinds followed in one subject scope only (ObjectCache)
-        self._bus = bus or BusSettings(partitions=settings.partitions)
+        self._bus = bus or BusSettings(partitions=settings.partitions, declare=settings.bus_declare)
         self.runtime: ControllerRuntime | None = None
         self.outcomes: OutcomeTracker | None = None
         self.context: ReconcilerContext | None = None
@@ -94,16 +94,16 @@ class ReconcilerApp:
 
     async def start(self) -> None:
         # Reconnect forever: a NATS restart must not kill the replica (JetStream keeps state).
-        self._nc = await nats.connect(self.settings.nats_url, max_reconnect_attempts=-1,
+        self._nc = await connect_nats(self.settings.nats_url, self.settings.auth, max_reconnect_attempts=-1,
                                       name=f"{self.settings.service}-{self.settings.replica_id}")
         await ensure_streams(self._nc.jetstream(), self._bus)  # before anything subscribes
-        self._store = StateStore.from_url(self.settings.redis_url)
+        self._store = StateStore(redis_client(self.settings.redis_url, self.settings.auth))
         cache = ObjectCache(self._nc, kinds=self._kinds, dashboard=self._dashboard,
                             dashboard_results=self._controller if self._dashboard else None,
                             scopes=self._scopes)
         self.outcomes = OutcomeTracker(self._nc, self._controller)
         published = PublishedBatches()
-        ledger = await BatchLedger.open(self._nc.jetstream())
+        ledger = await BatchLedger.open(self._nc.jetstream(), declare=self._bus.declare)
         ctx = ReconcilerContext(nc=self._nc, cache=cache, store=self._store,
                                 controller=self._controller, settings=self.settings,
                                 outcomes=self.outcomes, published=published, ledger=ledger,

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from raybus.bus.connect import BusAuth
 from raybus.observability.logging import setup_logging
 from raybus.observability.metrics import serve_metrics
 from raybus.observability.tracing import setup_tracing
@@ -38,6 +39,10 @@ class CommonSettings(BaseModel):
     replica_id: str = ""
     partitions: int = 16
     debounce_s: float = 0.1  # reconcilers: how long a trigger waits for the events after it
+    auth: BusAuth = BusAuth()  # NATS/Redis users, password files, CA (README "Security model")
+    # Declare streams and KV buckets at start (a dev bus). A secured bus has `bus-admin` declare
+    # them once; services then only wait for them (their users may not change a stream).
+    bus_declare: bool = True
 
 
 def _hard_exit(log: logging.Logger) -> None:
@@ -62,6 +67,11 @@ def common_parser(service: str) -> argparse.ArgumentParser:
     parser.add_argument("--partitions", type=int, default=int(_env("PARTITIONS", "16") or 16))
     parser.add_argument("--debounce-s", type=float, default=float(_env("DEBOUNCE_S", "0.1") or 0.1),
                         help="reconcilers: fold the events that follow a trigger within this delay")
+    for flag in ("nats-user", "nats-password-file", "nats-ca-file", "redis-user",
+                 "redis-password-file", "redis-ca-file"):
+        parser.add_argument(f"--{flag}", default=_env(flag.upper().replace("-", "_"), None))
+    parser.add_argument("--bus-declare", default=_env("BUS_DECLARE", "1"),
+                        help="1: declare streams/buckets at start; 0: wait for bus-admin's")
     return parser
 
 
@@ -70,7 +80,12 @@ def common_settings(service: str, args: argparse.Namespace) -> CommonSettings:
     return CommonSettings(service=service, nats_url=args.nats_url, redis_url=args.redis_url,
                           kubeconfig=args.kubeconfig, metrics_port=args.metrics_port,
                           log_level=args.log_level, replica_id=replica, partitions=args.partitions,
-                          debounce_s=args.debounce_s)
+                          debounce_s=args.debounce_s,
+                          auth=BusAuth(nats_user=args.nats_user, nats_password_file=args.nats_password_file,
+                                       nats_ca_file=args.nats_ca_file, redis_user=args.redis_user,
+                                       redis_password_file=args.redis_password_file,
+                                       redis_ca_file=args.redis_ca_file),
+                          bus_declare=str(args.bus_declare).lower() not in ("0", "false", "no"))
 
 
 async def run_service(settings: CommonSettings, app: Service) -> None:

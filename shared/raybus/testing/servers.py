@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from raybus.bus.connect import BusAuth, nats_options, redis_client
 
 
 def die_with_parent() -> Callable[[], None]:
@@ -116,40 +118,73 @@ S = TypeVar("S", bound="ServerProcess")
 
 @dataclass
 class NatsServer(ServerProcess):
+    secrets: Path | None = None  # bus/security.py material: TLS + per-role users when set
+
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"{'tls' if self.secrets else 'nats'}://127.0.0.1:{self.port}"
+
+    def auth(self, role: str = "bus-admin") -> BusAuth:
+        if self.secrets is None:
+            return BusAuth()
+        return BusAuth(nats_user=role, nats_password_file=str(self.secrets / "users" / role),
+                       nats_ca_file=str(self.secrets / "ca.pem"))
+
+    def options(self, role: str = "bus-admin") -> dict[str, Any]:
+        """`nats.connect(**server.options())`: as `role` (an admin by default) on a secured bus."""
+        return nats_options(self.url, self.auth(role))
 
 
 @dataclass
 class RedisServer(ServerProcess):
+    secrets: Path | None = None
+
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def client(self) -> Any:
+        """An admin client (tests, operators); services use their own ACL users."""
+        if self.secrets is None:
+            return redis_client(self.url, BusAuth())
+        return redis_client(self.url, BusAuth(redis_user="admin", redis_password_file=str(
+            self.secrets / "users" / "redis-admin")))
 
-def start_nats(data_dir: Path | None = None, port: int | None = None) -> NatsServer:
+
+def start_nats(data_dir: Path | None = None, port: int | None = None,
+               secrets: Path | None = None) -> NatsServer:
+    """`secrets`: a bus/security.py directory: TLS and per-role users with their permissions."""
     # Absolute: the server runs with cwd=data, so a relative path would be resolved twice.
     data = (data_dir or Path(tempfile.mkdtemp(prefix="raybus-nats-"))).resolve()
     data.mkdir(parents=True, exist_ok=True)
+    extra: list[str] = []
+    if secrets is not None:
+        secrets = secrets.resolve()
+        conf = data / "nats.conf"
+        conf.write_text((secrets / "nats-auth.conf").read_text())  # include paths are relative
+        conf.chmod(0o600)
+        extra = ["-c", str(conf)]
 
     def make(p: int) -> NatsServer:
-        argv = [_binary("nats-server"), "-js", "-a", "127.0.0.1", "-p", str(p), "-sd", str(data)]
-        return NatsServer(argv=argv, port=p, data_dir=data)
+        argv = [_binary("nats-server"), *extra, "-js", "-a", "127.0.0.1", "-p", str(p), "-sd", str(data)]
+        return NatsServer(argv=argv, port=p, data_dir=data, secrets=secrets)
     return _start_on_free_port(make, port)
 
 
-def start_redis(data_dir: Path | None = None, port: int | None = None) -> RedisServer:
+def start_redis(data_dir: Path | None = None, port: int | None = None,
+                secrets: Path | None = None) -> RedisServer:
+    """`secrets`: ACL users per service (bus/security.py), the default user off."""
     data = (data_dir or Path(tempfile.mkdtemp(prefix="raybus-redis-"))).resolve()
     data.mkdir(parents=True, exist_ok=True)
+    acl = ["--aclfile", str((secrets / "redis-users.acl").resolve())] if secrets is not None else []
 
     def make(p: int) -> RedisServer:
         # appendonly: expectations and deletion timestamps must survive a Redis restart.
         argv = [
             _binary("redis-server"), "--port", str(p), "--bind", "127.0.0.1", "--dir", str(data),
-            "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+            "--appendonly", "yes", "--appendfsync", "always", "--save", "", *acl,
         ]
-        return RedisServer(argv=argv, port=p, data_dir=data)
+        return RedisServer(argv=argv, port=p, data_dir=data, secrets=secrets)
     return _start_on_free_port(make, port)
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 import nats
 import pytest
-import redis.asyncio as aioredis
 import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
@@ -107,8 +106,8 @@ class Kube:
         hoping): no command batch or status write queued for the executor, and no scale
         expectation outstanding for the cluster in Redis."""
         assert self.stack.nats is not None and self.stack.redis is not None
-        nc = await nats.connect(self.stack.nats.url)
-        rds = aioredis.from_url(self.stack.redis.url)
+        nc = await nats.connect(**self.stack.nats.options())
+        rds = self.stack.redis.client()
         try:
             async def quiet() -> bool:
                 js = nc.jetstream()

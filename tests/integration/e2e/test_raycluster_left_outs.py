@@ -48,7 +48,7 @@ async def _gone(kube: Kube, name: str) -> bool:
 async def _bus_contains(kube: Kube, needle: bytes) -> list[str]:
     """Every stream message (all of the session's history) that contains `needle`."""
     assert kube.stack.nats is not None
-    nc = await nats.connect(kube.stack.nats.url)
+    nc = await nats.connect(**kube.stack.nats.options())
     found: list[str] = []
     try:
         js = nc.jetstream()

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 import yaml
 
 from raybus.adapters.kube import KubeError, UnknownResource, resource_for
@@ -185,7 +184,7 @@ async def test_head_pod_restart_resubmits_the_config_once(kube: Kube, services: 
 
 async def _deadline(stack: LocalStack, name: str) -> dict[str, datetime]:
     assert stack.redis is not None
-    r = aioredis.from_url(stack.redis.url)
+    r = stack.redis.client()
     try:
         raw = await r.get(f"raybus:deletion-ts:{NS}/{name}")
     finally:
@@ -257,7 +256,7 @@ async def test_redis_restart_keeps_the_serve_config_cache(kube: Kube, services: 
 
 async def _redis_keys(stack: LocalStack, name: str) -> int:
     assert stack.redis is not None
-    r = aioredis.from_url(stack.redis.url)
+    r = stack.redis.client()
     try:
         return int(await r.exists(f"raybus:serve-config:{NS}/{name}", f"raybus:deletion-ts:{NS}/{name}"))
     finally:
