@@ -1,4 +1,5 @@
-"""`raybus` command line: `up` (local stack), `tap` (watch the bus), `render` (preview objects)."""
+"""`raybus` command line: `up` (local stack), `tap` (watch the bus), `render` (preview objects),
+`bus-secrets`/`bus-init` (the secured bus's install steps)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="raybus", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from raybus.cli import render, tap, up
+    from raybus.cli import bus, render, tap, up
 
     up.add_parser(sub)
     tap.add_parser(sub)
     render.add_parser(sub)
+    bus.add_parser(sub)
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result
