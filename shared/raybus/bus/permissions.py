@@ -59,10 +59,15 @@ def _consume(stream: str) -> list[str]:
             f"$JS.ACK.{stream}.>", f"$JS.FC.{stream}.>"]
 
 
+def _get(stream: str) -> list[str]:
+    """Read one message of a stream (the last value of a subject) by direct or API get."""
+    return [f"$JS.API.DIRECT.GET.{stream}", f"$JS.API.DIRECT.GET.{stream}.>",
+            f"$JS.API.STREAM.MSG.GET.{stream}"]
+
+
 def _kv(bucket: str, *, write: bool) -> list[str]:
     stream = f"KV_{bucket}"
-    read = [f"$JS.API.DIRECT.GET.{stream}", f"$JS.API.DIRECT.GET.{stream}.>",
-            f"$JS.API.STREAM.MSG.GET.{stream}", *_consume(stream)]
+    read = [*_get(stream), *_consume(stream)]
     return read + ([f"$KV.{bucket}.>"] if write else [])
 
 
@@ -84,6 +89,8 @@ def _reconciler(controller: Controller) -> Permissions:
     ]
     if controller is not Controller.CLUSTER:  # RayJob/RayService talk to Ray through the poller
         publish += [s.dashboard_interest_filter(controller), s.dashboard_commands_filter(controller),
+                    # its last published interest: publish only when it changed
+                    *_get(s.STREAM_DASHBOARD_INTEREST),
                     *_consume(s.STREAM_DASHBOARD), *_consume(s.STREAM_DASHBOARD_RESULTS)]
     return Permissions(publish=tuple(_COMMON_PUBLISH + publish), subscribe=(INBOX,))
 
