@@ -232,6 +232,10 @@ async def test_gcs_ft_failed_cleanup_job_still_releases(kube: Kube) -> None:
     assert job_failed < released
 
 
+async def _has_events(kube: Kube, name: str, reason: str) -> bool:
+    return bool(await kube.events(name, reason))
+
+
 async def test_gcs_ft_stuck_deletion_is_forced_after_the_timeout(kube: Kube) -> None:
     name = "e2e-gcsft-stuck"
     await kube.c.create(RC, _ft_body(name, **{"ray.io/gcs-ft-deletion-timeout": "3s"}), namespace=NS)
@@ -241,6 +245,9 @@ async def test_gcs_ft_stuck_deletion_is_forced_after_the_timeout(kube: Kube) -> 
     await kube.c.merge_patch(POD, namespace=NS, name=head, patch={"metadata": {"finalizers": ["e2e/hold"]}})
     try:
         await _delete_and_wait_gone(kube, name, timeout=30)
+        # The Event is recorded through its own limiter, after the finalizer's removal.
+        await kube.eventually(lambda: _has_events(kube, name, "ForceDeletedStuckCluster"), timeout=15,
+                              what="the ForceDeletedStuckCluster Event")
         (event,) = await kube.events(name, "ForceDeletedStuckCluster")
         assert event["type"] == "Warning" and "may need manual cleanup" in event["message"]
         jobs, _ = await kube.c.list_all(JOB, namespace=NS, label_selector=f"ray.io/cluster={name}")
