@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from raybus.observability.logging import setup_logging
 from raybus.observability.metrics import serve_metrics
-from raybus.observability.tracing import setup_tracing
+from raybus.observability.tracing import setup_tracing, shutdown_tracing
 
 STOP_GRACE_S = 8.0
 
@@ -111,3 +111,4 @@ async def run_service(settings: CommonSettings, app: Service) -> None:
         logging.shutdown()
         os._exit(1)
     stopping.result()
+    shutdown_tracing()
