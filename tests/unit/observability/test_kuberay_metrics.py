@@ -111,7 +111,7 @@ def test_two_replicas_export_each_object_once() -> None:
 
 def test_provisioned_duration_set_on_the_transition_only_and_deleted_with_the_object() -> None:
     owned = {"a": True}
-    exporter = KubeRayExporter("RayCluster", objects=lambda: [], owns=lambda ns, n: owned[n],
+    exporter = KubeRayExporter("RayCluster", objects=list, owns=lambda ns, n: owned[n],
                                clock=lambda: NOW)
     exporter.on_change(None, cluster("a", provisioned=True))  # first sight (snapshot): no emit
     assert kuberay.CLUSTER_PROVISIONED not in scrape(exporter)
@@ -131,7 +131,7 @@ def test_provisioned_duration_set_on_the_transition_only_and_deleted_with_the_ob
 
 
 def test_job_execution_duration_on_terminal_or_retrying_with_kuberays_retry_count() -> None:
-    exporter = KubeRayExporter("RayJob", objects=lambda: [], owns=lambda ns, n: True,
+    exporter = KubeRayExporter("RayJob", objects=list, owns=lambda ns, n: True,
                                clock=lambda: NOW)
     exporter.on_change(job("j", "Initializing"), job("j", "Running"))
     assert kuberay.JOB_EXECUTION not in scrape(exporter)
