@@ -10,8 +10,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from raybus.bus import subjects as s
+from raybus.bus.envelopes import ObjectEvent, ObjectKey
 from raybus.observability import kuberay
 from raybus.observability.kuberay import KubeRayCollector, KubeRayExporter
+from raybus.runtime.cache import ObjectCache
 
 Json = dict[str, Any]
 NOW = 1_000_000.0
@@ -160,3 +163,29 @@ def test_a_scrape_is_the_current_state() -> None:
             for lbls, _ in scrape(exporter)["kuberay_job_deployment_status"]} == {"Complete"}
     objects.clear()
     assert "kuberay_job_deployment_status" not in scrape(exporter)
+
+
+def test_the_snapshot_cache_feeds_the_exporter_its_transitions() -> None:
+    """The wiring ReconcilerApp sets up: the cache's listener sees each applied event with the
+    state it replaces; a DELETED event forgets the object's series."""
+    cache = ObjectCache(None, kinds=[s.Kind.RAYCLUSTER])  # type: ignore[arg-type]  # never started
+    exporter = KubeRayExporter("RayCluster", objects=lambda: cache.objects(s.Kind.RAYCLUSTER),
+                               owns=lambda ns, n: True, clock=lambda: NOW)
+    cache.listeners.setdefault(s.Kind.RAYCLUSTER.value, []).append(exporter.on_change)
+
+    def event(etype: str, obj: Json) -> ObjectEvent:
+        return ObjectEvent(key=ObjectKey(namespace="ns", name="a"), kind="raycluster",
+                           type=etype, object=obj)  # type: ignore[arg-type]
+
+    cache.apply(event("ADDED", cluster("a")))
+    got = scrape(exporter)
+    assert got["kuberay_cluster_condition_provisioned"] == {
+        (labels(name="a", namespace="ns", uid="uid-a", condition="false"), 1.0)}
+    assert kuberay.CLUSTER_PROVISIONED not in got
+    cache.apply(event("MODIFIED", cluster("a", provisioned=True)))
+    got = scrape(exporter)
+    assert got[kuberay.CLUSTER_PROVISIONED] == {(labels(name="a", namespace="ns", uid="uid-a"), 42.0)}
+    assert got["kuberay_cluster_condition_provisioned"] == {
+        (labels(name="a", namespace="ns", uid="uid-a", condition="true"), 1.0)}
+    cache.apply(event("DELETED", cluster("a", provisioned=True)))
+    assert scrape(exporter) == {}
