@@ -142,3 +142,18 @@ async def test_kuberay_series_match_the_samples_and_are_exported_once(stack: Loc
                if n == "rest_client_request_duration_seconds_count"
                and dict(labels) == {"verb": "POST", "host": host}]
     assert latency and latency[0] > 0
+
+    # Deleted objects take their series with them (KubeRay's DeleteRay*Metrics for the
+    # durations; the scrape-time series follow the cache), the owned clusters too once collected.
+    await kube.c.delete(RJ, namespace="default", name="rayjob-sample")
+    await kube.c.delete(RS, namespace="default", name="rayservice-sample")
+    await kube.c.delete(RC, namespace="default", name="raycluster-kuberay")
+    gone = names | {"rayjob-sample", "rayservice-sample"}
+
+    async def forgotten() -> bool:
+        left = [(series, proc) for proc, samples in (await scrape(stack)).items()
+                for series, _ in samples if series[0].startswith("kuberay_")
+                and dict(series[1]).get("name") in gone]
+        return not left
+
+    await kube.eventually(forgotten, timeout=60, what="the samples' kuberay_* series gone")
