@@ -102,8 +102,10 @@ async def test_gateway_api_watched_only_once_its_crds_are_served(
     env = {**os.environ, "RAYBUS_NATS_URL": nats_server.url, "RAYBUS_KUBECONFIG": str(kubeconfig),
            "RAYBUS_WATCH_NAMESPACE": namespace, "RAYBUS_DISCOVERY_S": "0.5", "RAYBUS_METRICS_PORT": "0"}
     with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "watcher", "--replica-id", "w0"], stdout=out,
-                                stderr=subprocess.STDOUT, env=env, cwd=REPO, preexec_fn=die_with_parent())
+        # A service process, as stack.py spawns them (it starts in well under a second).
+        proc = subprocess.Popen([sys.executable, "-m", "watcher", "--replica-id", "w0"],  # noqa: ASYNC220
+                                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                preexec_fn=die_with_parent())  # noqa: PLW1509
     nc = await nats.connect(nats_server.url)
     js = nc.jetstream()
     try:
