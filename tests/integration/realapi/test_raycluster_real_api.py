@@ -1,0 +1,67 @@
+"""KubeRay's sample RayCluster through watcher -> cluster-reconciler -> command-executor on the real
+kube-apiserver, the watcher and the executor with their deploy RBAC: the real server accepts every
+object raybus builds (its own Pod/Service validation, the status subresource, Events), and its
+garbage collector removes them through raybus's ownerReferences when the RayCluster goes. There is
+no kubelet, so the Pods stay Pending; what follows from their readiness is the e2e suite's part."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from raybus.testing.envtest import ApiError
+from tests.integration.realapi.kit import REPO, RealApiServices
+
+pytestmark = pytest.mark.integration
+
+
+def _items(services: RealApiServices, path: str) -> list[dict[str, Any]]:
+    services.check_alive()
+    return list(services.cp.request("GET", path)["items"])
+
+
+def test_sample_raycluster_objects_are_accepted_and_collected(services: RealApiServices) -> None:
+    cp, ns = services.cp, services.namespace
+    for service in ("watcher", "command_executor", "cluster_reconciler"):
+        services.start(service)
+    body = yaml.safe_load((REPO / "deploy" / "samples" / "ray-cluster.sample.yaml").read_text())
+    body["metadata"] = {"name": "rc", "namespace": ns}
+    rc = cp.request("POST", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters", body)
+    pods_path = f"/api/v1/namespaces/{ns}/pods?labelSelector=ray.io/cluster%3Drc"
+
+    def head_and_worker() -> list[dict[str, Any]] | None:
+        pods = _items(services, pods_path)
+        types = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in pods)
+        return pods if types == ["head", "worker"] else None
+    pods = cp.wait_for(head_and_worker, "the head and worker Pods", timeout=90)
+    for pod in pods:
+        owner = pod["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == \
+            ("RayCluster", "rc", rc["metadata"]["uid"], True)
+        assert pod["status"]["phase"] == "Pending"  # no kubelet
+    head_svc = cp.wait_for(lambda: cp.request("GET", f"/api/v1/namespaces/{ns}/services/rc-head-svc"),
+                           "the head Service", timeout=60)
+    assert head_svc["spec"]["clusterIP"] == "None"  # KubeRay's headless head Service
+    assert head_svc["metadata"]["ownerReferences"][0]["uid"] == rc["metadata"]["uid"]
+
+    def status_written() -> dict[str, Any] | None:
+        services.check_alive()
+        status = cp.request("GET", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters/rc").get("status") or {}
+        return status if status.get("desiredWorkerReplicas") == 1 else None
+    status = cp.wait_for(status_written, "the RayCluster status (status subresource)", timeout=60)
+    assert status.get("readyWorkerReplicas", 0) == 0 and status.get("state") != "ready"
+    events = _items(services, f"/api/v1/namespaces/{ns}/events")
+    assert {"CreatedHeadPod", "CreatedWorkerPod"} <= {e["reason"] for e in events}
+
+    cp.request("DELETE", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters/rc")
+
+    def collected() -> bool:
+        try:
+            cp.request("GET", f"/api/v1/namespaces/{ns}/services/rc-head-svc")
+        except ApiError as exc:
+            return exc.code == 404 and not _items(services, pods_path)
+        return False
+    cp.wait_for(collected, "the garbage collector to remove the RayCluster's Pods and Service", timeout=60)
+    assert services.complaints() == {}
