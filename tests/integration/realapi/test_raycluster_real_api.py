@@ -2,7 +2,9 @@
 kube-apiserver, the watcher and the executor with their deploy RBAC: the real server accepts every
 object raybus builds (its own Pod/Service validation, the status subresource, Events), and its
 garbage collector removes them through raybus's ownerReferences when the RayCluster goes. There is
-no kubelet, so the Pods stay Pending; what follows from their readiness is the e2e suite's part."""
+no kubelet, so the Pods stay Pending; what follows from their readiness is the e2e suite's part.
+A second cluster with the in-tree autoscaler adds the head's autoscaler sidecar and the autoscaler
+RBAC, which the real server's escalation check lets the executor grant only if it holds it."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ def test_sample_raycluster_objects_are_accepted_and_collected(services: RealApiS
     body = yaml.safe_load((REPO / "deploy" / "samples" / "ray-cluster.sample.yaml").read_text())
     body["metadata"] = {"name": "rc", "namespace": ns}
     rc = cp.request("POST", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters", body)
+    auto = yaml.safe_load((REPO / "deploy" / "samples" / "ray-cluster.sample.yaml").read_text())
+    auto["metadata"] = {"name": "auto", "namespace": ns}
+    auto["spec"]["enableInTreeAutoscaling"] = True
+    cp.request("POST", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters", auto)
     pods_path = f"/api/v1/namespaces/{ns}/pods?labelSelector=ray.io/cluster%3Drc"
 
     def head_and_worker() -> list[dict[str, Any]] | None:
@@ -52,6 +58,18 @@ def test_sample_raycluster_objects_are_accepted_and_collected(services: RealApiS
         return status if status.get("desiredWorkerReplicas") == 1 else None
     status = cp.wait_for(status_written, "the RayCluster status (status subresource)", timeout=60)
     assert status.get("readyWorkerReplicas", 0) == 0 and status.get("state") != "ready"
+
+    def autoscaler_head() -> dict[str, Any] | None:
+        pods = _items(services, f"/api/v1/namespaces/{ns}/pods?labelSelector=ray.io/cluster%3Dauto,"
+                                "ray.io/node-type%3Dhead")
+        return pods[0] if pods else None
+    head = cp.wait_for(autoscaler_head, "the autoscaling cluster's head Pod", timeout=60)
+    assert [c["name"] for c in head["spec"]["containers"]] == ["ray-head", "autoscaler"]
+    assert head["spec"]["serviceAccountName"] == "auto"
+    for path in (f"/api/v1/namespaces/{ns}/serviceaccounts/auto",
+                 f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles/auto",
+                 f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/auto"):
+        assert cp.request("GET", path)["metadata"]["ownerReferences"][0]["name"] == "auto"
     events = _items(services, f"/api/v1/namespaces/{ns}/events")
     assert {"CreatedHeadPod", "CreatedWorkerPod"} <= {e["reason"] for e in events}
 
