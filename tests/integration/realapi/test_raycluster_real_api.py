@@ -83,3 +83,31 @@ def test_sample_raycluster_objects_are_accepted_and_collected(services: RealApiS
         return False
     cp.wait_for(collected, "the garbage collector to remove the RayCluster's Pods and Service", timeout=60)
     assert services.complaints() == {}
+
+
+def test_sample_rayjob_creates_its_cluster_and_writes_status(services: RealApiServices) -> None:
+    """job-reconciler -> command-executor on the real server: the RayJob's RayCluster (owned by it,
+    accepted by the real CRD's schema and CEL rules) and the RayJob status through its subresource."""
+    cp, ns = services.cp, services.namespace
+    for service in ("watcher", "command_executor", "job_reconciler", "cluster_reconciler"):
+        services.start(service)
+    docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "samples" / "ray-job.sample.yaml").read_text()) if d]
+    body = next(d for d in docs if d["kind"] == "RayJob")
+    body["metadata"] = {"name": "job", "namespace": ns}
+    for config_map in (d for d in docs if d["kind"] == "ConfigMap"):  # the sample's code
+        cp.request("POST", f"/api/v1/namespaces/{ns}/configmaps", config_map)
+    job = cp.request("POST", f"/apis/ray.io/v1/namespaces/{ns}/rayjobs", body)
+
+    def status() -> dict[str, Any] | None:
+        services.check_alive()
+        current = cp.request("GET", f"/apis/ray.io/v1/namespaces/{ns}/rayjobs/job").get("status") or {}
+        return current if current.get("rayClusterName") and current.get("jobDeploymentStatus") else None
+    st = cp.wait_for(status, "the RayJob status with its cluster", timeout=90)
+    assert st["jobDeploymentStatus"] == "Initializing"  # the cluster cannot get ready without a kubelet
+    cluster = cp.wait_for(lambda: cp.request(
+        "GET", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters/{st['rayClusterName']}"), "the RayJob's RayCluster")
+    owner = cluster["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"]) == ("RayJob", job["metadata"]["uid"])
+    cp.wait_for(lambda: _items(services, f"/api/v1/namespaces/{ns}/pods?labelSelector=ray.io/cluster%3D"
+                                         f"{st['rayClusterName']}"), "the job cluster's Pods", timeout=60)
+    assert services.complaints() == {}
