@@ -46,7 +46,7 @@ def set_ready(ready: bool) -> None:
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Probes every few seconds would flood stderr (prometheus_client's handler is silent too)."""
 
 

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from raybus.cli.stack import RBAC_MANIFEST
+
 REPO = Path(__file__).resolve().parents[3]
 KUSTOMIZE = REPO / "deploy" / "kustomize"
 TARGETS = ["base", "overlays/dev", "overlays/ha"]
@@ -184,8 +186,6 @@ def test_dev_runs_one_of_each() -> None:
 
 def test_rbac_file_is_plain_yaml_for_the_local_stack() -> None:
     """raybus up creates the RBAC from this one file (no kustomize), so it names its namespace."""
-    from raybus.cli.stack import RBAC_MANIFEST  # noqa: PLC0415
-
     assert RBAC_MANIFEST == KUSTOMIZE / "base" / "rbac.yaml"
     docs = [d for d in yaml.safe_load_all(RBAC_MANIFEST.read_text()) if d]
     assert {d["kind"] for d in docs} == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
