@@ -2,8 +2,8 @@
 base and of each overlay, rendered by `kubectl kustomize` as `kubectl apply -k` does, passes the
 server's validation, defaulting and admission in a dry run (client-side and server-side apply),
 with no error and no warning. Only the namespace is created for real (a namespaced dry run needs
-it); CRDs, ClusterRoles, Deployments, StatefulSets, PDBs, ... are dry-run. A manifest the server refuses
-makes the same check fail (last test).
+it); CRDs, ClusterRoles, Deployments, StatefulSets, PDBs, ... are dry-run. A manifest the server
+refuses makes the same check fail (last test).
 
 `control_plane` is the real etcd + kube-apiserver (+ kube-controller-manager) of tests/conftest.py
 (raybus.testing.envtest); kubectl uses its admin kubeconfig."""
