@@ -8,6 +8,7 @@ Redis with AOF on a volume; settings named as KubeRay's chart; the services read
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from functools import cache
@@ -190,3 +191,17 @@ def test_rbac_file_is_plain_yaml_for_the_local_stack() -> None:
     docs = [d for d in yaml.safe_load_all(RBAC_MANIFEST.read_text()) if d]
     assert {d["kind"] for d in docs} == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
     assert all(d["metadata"].get("namespace") == "raybus-system" for d in docs if d["kind"] == "ServiceAccount")
+
+
+def test_an_overlay_moves_the_whole_install_to_another_namespace(tmp_path: Path) -> None:
+    """Nothing names raybus-system but the kustomize namespace: NATS routes, Redis and NATS URLs use
+    Service names, so `namespace: <yours>` in an overlay moves everything, RBAC subjects included."""
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [os.path.relpath(KUSTOMIZE / "overlays" / "ha", tmp_path)], "namespace": "ray-ops"}))
+    out = subprocess.run([shutil.which("kubectl") or "kubectl", "kustomize", str(tmp_path)], check=True,
+                         capture_output=True, text=True, timeout=60).stdout
+    assert "raybus-system" not in out
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"] == ["ray-ops"]
+    subjects = [s for d in docs if d["kind"] == "ClusterRoleBinding" for s in d["subjects"]]
+    assert {s["namespace"] for s in subjects} == {"ray-ops"}
