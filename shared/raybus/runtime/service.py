@@ -16,7 +16,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from raybus.observability.logging import setup_logging
-from raybus.observability.metrics import serve_metrics
+from raybus.observability.metrics import serve_metrics, set_ready
 from raybus.observability.tracing import setup_tracing, shutdown_tracing
 
 STOP_GRACE_S = 8.0
@@ -88,8 +88,10 @@ async def run_service(settings: CommonSettings, app: Service) -> None:
     await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
     if starting.done():
         starting.result()
+        set_ready(True)
         log.info("started", extra={"replica": settings.replica_id})
         await stopped
+        set_ready(False)
     else:
         log.info("stop requested while starting")
         starting.cancel()
