@@ -35,7 +35,7 @@ def _token_key(path: Path | None) -> bytes | None:
 
 async def _apply_rbac(api_url: str, manifest: Path) -> None:
     """Create the manifest's Namespaces, ServiceAccounts and RBAC objects (as an admin applying
-    deploy/k8s/raybus.yaml would); everything else in it (Deployments, ...) is not needed here."""
+    deploy/kustomize/base/rbac.yaml would); anything else in it is not needed here."""
     async with aiohttp.ClientSession() as http:
         for doc in yaml.safe_load_all(manifest.read_text()):
             if not isinstance(doc, dict) or doc.get("kind") not in RBAC_KINDS:

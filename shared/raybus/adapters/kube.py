@@ -12,6 +12,7 @@ implemented with aiolimiter: `burst` tokens refilled at `qps` per second.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,12 +23,17 @@ from aiolimiter import AsyncLimiter
 from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio import config as kconfig
 from kubernetes_asyncio.client.exceptions import ApiException
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from raybus.observability import restclient
 
 Json = dict[str, Any]
 _OBJ_TYPES = {200: "object", 201: "object", 202: "object"}
 _AUTH = ["BearerToken"]
 # Connection-level failures (API server restarting, connection reset mid-watch): code 0, transient.
 _CONN_ERRORS = (OSError, TimeoutError, aiohttp.ClientError)
+tracer = trace.get_tracer("raybus.kube")
 
 
 @dataclass(frozen=True)
@@ -199,25 +205,61 @@ class KubeClient:
         self.api = api
         self._limiter = limiter
         self._timeout = request_timeout_s
+        self._host = restclient.host_of(str(getattr(api.configuration, "host", "") or ""))
+
+    async def _throttle(self, method: str) -> None:
+        if self._limiter is not None:
+            started = time.monotonic()
+            await self._limiter.acquire()
+            restclient.observe_rate_limiter(method=method, host=self._host,
+                                            seconds=time.monotonic() - started)
 
     async def close(self) -> None:
         await self.api.close()
 
     async def _call(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
                     body: object = None, content_type: str = "application/json") -> Json:
-        if self._limiter is not None:
-            await self._limiter.acquire()
-        try:
-            result = await self.api.call_api(
-                path, method, query_params=query or [], body=body,
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                response_types_map=_OBJ_TYPES, auth_settings=_AUTH,
-                _return_http_data_only=True, _request_timeout=self._timeout)
-        except ApiException as exc:
-            raise KubeError.from_api_exception(exc) from None
-        except _CONN_ERRORS as exc:
-            raise KubeError(0, "ConnectionError", type(exc).__name__) from None
+        await self._throttle(method)
+        # One client span per API call (the executor's writes join the trace of the watch event
+        # that caused them); client-go's request metrics alongside.
+        with tracer.start_as_current_span(method, kind=SpanKind.CLIENT, attributes={
+                "http.request.method": method, "url.path": path,
+                "server.address": self._host}) as span:
+            started = time.monotonic()
+            code: int | None = None
+            try:
+                result, code, _ = await self.api.call_api(
+                    path, method, query_params=query or [], body=body,
+                    header_params={"Accept": "application/json", "Content-Type": content_type},
+                    response_types_map=_OBJ_TYPES, auth_settings=_AUTH,
+                    _return_http_data_only=False, _request_timeout=self._timeout)
+            except ApiException as exc:
+                code = int(exc.status or 0) or None
+                raise KubeError.from_api_exception(exc) from None
+            except _CONN_ERRORS as exc:
+                raise KubeError(0, "ConnectionError", type(exc).__name__) from None
+            finally:
+                restclient.observe_request(method=method, host=self._host, code=code,
+                                           seconds=time.monotonic() - started)
+                if code is not None:
+                    span.set_attribute("http.response.status_code", code)
+                if code is None or code >= 400:
+                    span.set_status(Status(StatusCode.ERROR))
         return result if isinstance(result, dict) else {}
+
+    async def served_resources(self, api_version: str) -> set[str]:
+        """The resource names (plurals) the API server serves in `api_version`, from discovery
+        (`/api/v1`, `/apis/<group>/<version>`); empty when the group-version is not served (404:
+        its CRDs are not installed). Discovery is readable by every authenticated user
+        (system:discovery), so this needs no RBAC of its own."""
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        try:
+            doc = await self._call("GET", path)
+        except KubeError as exc:
+            if exc.not_found:
+                return set()
+            raise
+        return {str(r.get("name")) for r in doc.get("resources") or [] if "/" not in str(r.get("name"))}
 
     async def get(self, res: Resource, *, namespace: str | None, name: str) -> Json:
         return await self._call("GET", res.path(namespace=namespace, name=name))
@@ -259,15 +301,17 @@ class KubeClient:
                  ("resourceVersion", resource_version), ("timeoutSeconds", str(timeout_s))]
         if label_selector:
             query.append(("labelSelector", label_selector))
-        if self._limiter is not None:
-            await self._limiter.acquire()
+        await self._throttle("GET")
         try:
             resp = await self.api.call_api(
                 res.path(namespace=namespace), "GET", query_params=query,
                 header_params={"Accept": "application/json"}, auth_settings=_AUTH,
                 _preload_content=False, _request_timeout=timeout_s + 30)
         except _CONN_ERRORS as exc:
+            restclient.observe_request(method="GET", host=self._host, code=None, seconds=None)
             raise KubeError(0, "ConnectionError", type(exc).__name__) from None
+        # client-go's Watch counts the request (updateURLMetrics), not its open-ended latency.
+        restclient.observe_request(method="GET", host=self._host, code=resp.status, seconds=None)
         try:
             if resp.status != 200:
                 raise KubeError.from_status(resp.status, await resp.read())

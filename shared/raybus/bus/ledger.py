@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandResult
-from raybus.bus.streams import wait_for_stream
+from raybus.bus.streams import stream_replicas, wait_for_stream
 
 # Longer than any batch can wait in RAYBUS_COMMANDS (its max_age, streams.py), so a revoked
 # marker outlives every copy of the batch it revokes.
@@ -92,7 +92,8 @@ class BatchLedger:
         except (NotFoundError, BadRequestError, Exception):  # noqa: BLE001 - bucket missing
             try:
                 kv = await js.create_key_value(KeyValueConfig(
-                    bucket=s.KV_BATCHES, history=1, ttl=LEDGER_TTL_S, storage=StorageType.FILE))
+                    bucket=s.KV_BATCHES, history=1, ttl=LEDGER_TTL_S, storage=StorageType.FILE,
+                    replicas=stream_replicas()))
             except BadRequestError:  # created concurrently by another process
                 kv = await js.key_value(s.KV_BATCHES)
         return cls(kv)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nats.js import JetStreamContext
@@ -41,6 +42,15 @@ COMMAND_MAX_AGE_S = 3600.0
 OUTCOMES_PER_OBJECT = 16
 
 
+def stream_replicas() -> int:
+    """How many NATS servers keep each stream and KV bucket (RAYBUS_STREAM_REPLICAS, default 1).
+
+    A property of the NATS deployment, not of one service, so every process reads the same env
+    (deploy/kustomize: 3 on the 3-node JetStream cluster, 1 in the dev overlay). JetStream refuses
+    more replicas than it has servers, and accepts a raised count on an existing stream's update."""
+    return max(1, int(os.environ.get("RAYBUS_STREAM_REPLICAS") or 1))
+
+
 @dataclass(frozen=True)
 class BusSettings:
     partitions: int = s.DEFAULT_PARTITIONS
@@ -52,6 +62,7 @@ class BusSettings:
     max_deliver: int = 20
     lease_ttl_s: float = 10.0
     duplicate_window_s: float = 120.0
+    replicas: int = field(default_factory=stream_replicas)
     # False on a secured bus: only `bus-admin` may create or change streams and buckets
     # (bus/permissions.py), so a service waits for them instead of declaring them.
     declare: bool = True
@@ -74,44 +85,44 @@ async def wait_for_stream(js: JetStreamContext, name: str) -> None:
         await asyncio.sleep(0.5)
 
 
-def _stream(**kwargs: Any) -> StreamConfig:
-    return StreamConfig(storage=StorageType.FILE, num_replicas=1, **kwargs)
+def _stream(settings: BusSettings, **kwargs: Any) -> StreamConfig:
+    return StreamConfig(storage=StorageType.FILE, num_replicas=settings.replicas, **kwargs)
 
 
 def stream_configs(settings: BusSettings) -> list[StreamConfig]:
     return [
-        _stream(name=s.STREAM_OBJECTS, subjects=[s.objects_filter()],
+        _stream(settings, name=s.STREAM_OBJECTS, subjects=[s.objects_filter()],
                      retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1,
                      discard=DiscardPolicy.OLD),
-        _stream(name=s.STREAM_TRIGGERS, subjects=[f"{s.PREFIX}.trigger.>"],
+        _stream(settings, name=s.STREAM_TRIGGERS, subjects=[f"{s.PREFIX}.trigger.>"],
                      retention=RetentionPolicy.WORK_QUEUE, max_msgs_per_subject=1,
                      discard=DiscardPolicy.OLD),
         # max_age below the command ledger's TTL (bus/ledger.py): a batch never outlives the
         # record that says it was revoked.
-        _stream(name=s.STREAM_COMMANDS, subjects=[s.commands_filter()],
+        _stream(settings, name=s.STREAM_COMMANDS, subjects=[s.commands_filter()],
                 retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s,
                 max_age=COMMAND_MAX_AGE_S),
         # A status write is level state: a newer one for the same object replaces an older one
         # still queued (e.g. behind KubeRay's QPS limit), so only the latest is ever applied.
-        _stream(name=s.STREAM_STATUS, subjects=[s.status_filter()],
+        _stream(settings, name=s.STREAM_STATUS, subjects=[s.status_filter()],
                 retention=RetentionPolicy.WORK_QUEUE, max_msgs_per_subject=1,
                 discard=DiscardPolicy.OLD, duplicate_window=settings.duplicate_window_s),
         # A few per object, not one: a reconciler that falls behind must still see the Outcome
         # of a batch followed quickly by its status write's (or a next batch's). A restarted
         # one reads the last per object, and asks the command ledger for older batches.
-        _stream(name=s.STREAM_OUTCOMES, subjects=[s.outcomes_filter()],
+        _stream(settings, name=s.STREAM_OUTCOMES, subjects=[s.outcomes_filter()],
                 retention=RetentionPolicy.LIMITS, max_msgs_per_subject=OUTCOMES_PER_OBJECT),
-        _stream(name=s.STREAM_DASHBOARD, subjects=[s.dashboard_filter()],
+        _stream(settings, name=s.STREAM_DASHBOARD, subjects=[s.dashboard_filter()],
                      retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
-        _stream(name=s.STREAM_DASHBOARD_INTEREST, subjects=[s.dashboard_interest_filter()],
+        _stream(settings, name=s.STREAM_DASHBOARD_INTEREST, subjects=[s.dashboard_interest_filter()],
                 retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
         # Through the command ledger too (key = command_id): same max_age reasoning as commands.
-        _stream(name=s.STREAM_DASHBOARD_COMMANDS, subjects=[s.dashboard_commands_filter()],
+        _stream(settings, name=s.STREAM_DASHBOARD_COMMANDS, subjects=[s.dashboard_commands_filter()],
                 retention=RetentionPolicy.WORK_QUEUE, duplicate_window=settings.duplicate_window_s,
                 max_age=COMMAND_MAX_AGE_S),
-        _stream(name=s.STREAM_DASHBOARD_RESULTS, subjects=[s.dashboard_results_filter()],
+        _stream(settings, name=s.STREAM_DASHBOARD_RESULTS, subjects=[s.dashboard_results_filter()],
                 retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1),
-        _stream(name=s.STREAM_DEAD_LETTERS, subjects=[s.dead_letter_filter()],
+        _stream(settings, name=s.STREAM_DEAD_LETTERS, subjects=[s.dead_letter_filter()],
                      retention=RetentionPolicy.LIMITS, max_age=7 * DAY),
     ]
 
@@ -142,7 +153,7 @@ async def ensure_leases(js: JetStreamContext, settings: BusSettings | None = Non
     except Exception:  # noqa: BLE001 - nats-py raises BucketNotFoundError or NotFoundError
         return await js.create_key_value(
             KeyValueConfig(bucket=s.KV_LEASES, ttl=settings.lease_ttl_s, history=1,
-                           storage=StorageType.FILE)
+                           storage=StorageType.FILE, replicas=settings.replicas)
         )
 
 

@@ -25,9 +25,9 @@ from raybus.testing.servers import (
 
 SERVICES = ["watcher", "command_executor", "cluster_reconciler", "job_reconciler",
             "service_reconciler", "dashboard_poller"]
-# The services that talk to Kubernetes, and their ServiceAccounts in deploy/k8s/raybus.yaml.
+# The services that talk to Kubernetes, and their ServiceAccounts in the kustomize base's RBAC.
 SERVICE_ACCOUNTS = {"watcher": "raybus-watcher", "command_executor": "raybus-command-executor"}
-RBAC_MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "k8s" / "raybus.yaml"
+RBAC_MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "kustomize" / "base" / "rbac.yaml"
 
 
 @dataclass
@@ -98,7 +98,7 @@ class LocalStack:
         }
         (self.home / "env").write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
         # The watcher and the command-executor run with their ServiceAccounts' tokens, bound to
-        # the ClusterRoles of deploy/k8s/raybus.yaml: every missing permission shows up here, as
+        # the ClusterRoles of deploy/kustomize/base/rbac.yaml: every missing permission shows up here, as
         # a real cluster would refuse it, not only in production.
         rbac: list[str] = []
         if self.rbac:

@@ -1,8 +1,17 @@
-"""Prometheus metrics: one registry per process, served on the service's metrics port."""
+"""Prometheus metrics: one registry per process, served on the service's metrics port, with the
+probes Kubernetes asks on that port: /healthz (the process serves) and /readyz (the service has
+started and not begun to stop; deploy/kustomize's readiness probe, so rollouts and
+PodDisruptionBudgets count only working replicas)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 DEAD_LETTERS = Counter("raybus_dead_letters_total", "Undecodable bus messages sent to the DLQ",
                        ["service", "subject_kind"])
@@ -25,10 +34,41 @@ DASHBOARD_COMMANDS = Counter("raybus_dashboard_commands_total", "Dashboard comma
                              ["op", "state"])
 
 
+_READY = threading.Event()
+
+
+def set_ready(ready: bool) -> None:
+    """What /readyz answers: 200 once the service started, 503 before and once it stops."""
+    if ready:
+        _READY.set()
+    else:
+        _READY.clear()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Probes every few seconds would flood stderr (prometheus_client's handler is silent too)."""
+
+
+def _app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    path = environ.get("PATH_INFO", "")
+    if path in ("/healthz", "/readyz"):
+        ok = path == "/healthz" or _READY.is_set()
+        start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
+        return [b"ok\n" if ok else b"not ready\n"]
+    return _METRICS(environ, start_response)  # type: ignore[no-any-return]
+
+
+_METRICS = make_wsgi_app(REGISTRY)
+
+
 def serve_metrics(port: int) -> None:
-    """Port 0 disables the endpoint (tests start many processes)."""
+    """Port 0 disables the endpoint (tests start many processes). prometheus_client's
+    start_http_server, with the two probe paths in front of its WSGI app."""
     if port:
-        start_http_server(port, addr="127.0.0.1" if port_is_local() else "0.0.0.0")
+        addr = "127.0.0.1" if port_is_local() else "0.0.0.0"
+        httpd = make_server(addr, port, _app, ThreadingWSGIServer, handler_class=_QuietHandler)
+        threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True).start()
 
 
 def port_is_local() -> bool:

@@ -1,7 +1,16 @@
-"""OpenTelemetry tracing per service; context crosses NATS hops in W3C headers."""
+"""OpenTelemetry tracing per service; context crosses NATS hops in W3C headers.
+
+Spans leave the process only when the standard variables ask for it: an OTLP/HTTP exporter when
+OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, or OTEL_TRACES_EXPORTER
+names `otlp` (the exporter itself reads the endpoint, headers, timeout and compression from the
+OTEL_EXPORTER_OTLP_* variables, and the batch processor OTEL_BSP_*); OTEL_TRACES_EXPORTER=none
+or OTEL_SDK_DISABLED=true turns it off. Unset: nothing is exported.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Mapping
 
 from opentelemetry import context as otel_context
@@ -9,20 +18,57 @@ from opentelemetry import trace
 from opentelemetry.propagate import extract, inject
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
 _provider: TracerProvider | None = None
+log = logging.getLogger(__name__)
 
 
-def setup_tracing(service: str, exporter: SpanExporter | None = None) -> trace.Tracer:
-    """Install one TracerProvider per process; an exporter (OTLP, in-memory for tests) is optional."""
+def otlp_requested(env: Mapping[str, str]) -> bool:
+    """Whether the OTEL_* variables ask for OTLP trace export (see the module docstring)."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()}
+    if exporters:
+        return "otlp" in exporters
+    return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
+def otlp_exporter(env: Mapping[str, str]) -> SpanExporter | None:
+    if not otlp_requested(env):
+        return None
+    protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+                or "http/protobuf")
+    if protocol != "http/protobuf":
+        # Only the OTLP/HTTP exporter is installed (grpcio is a large native dependency).
+        log.warning("OTLP protocol not supported, using http/protobuf", extra={"protocol": protocol})
+    # Imported only when asked for: it pulls in requests and protobuf.
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    return OTLPSpanExporter()
+
+
+def setup_tracing(service: str, exporter: SpanExporter | None = None, *,
+                  env: Mapping[str, str] | None = None) -> trace.Tracer:
+    """Install one TracerProvider per process; an exporter (in-memory for tests) is optional, and
+    an OTLP exporter is added when the OTEL_* variables ask for one."""
     global _provider
     if _provider is None:
         _provider = TracerProvider(resource=Resource.create({"service.name": service}))
         trace.set_tracer_provider(_provider)
+        otlp = otlp_exporter(os.environ if env is None else env)
+        if otlp is not None:
+            # Batched off the event loop's thread: an export never delays a reconcile.
+            _provider.add_span_processor(BatchSpanProcessor(otlp))
+            log.info("exporting traces over OTLP")
     if exporter is not None:
         _provider.add_span_processor(SimpleSpanProcessor(exporter))
     return trace.get_tracer(service)
+
+
+def shutdown_tracing() -> None:
+    """Flush spans still batched (a clean stop exports everything it traced)."""
+    if _provider is not None:
+        _provider.shutdown()
 
 
 def inject_headers(headers: dict[str, str] | None = None) -> dict[str, str]:

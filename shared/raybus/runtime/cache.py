@@ -68,6 +68,9 @@ class ObjectCache:
         self._seen: set[str] = set()
         self._rv_watermark: dict[str, int] = {}
         self.scopes: dict[Key, str] = {}  # objects published under a scope other than "_"
+        # kind -> called with (old, new) for every applied event (new None: deleted); e.g. the
+        # kuberay_* duration gauges, set on the status transitions the watcher publishes
+        self.listeners: dict[str, list[Callable[[dict[str, Any] | None, dict[str, Any] | None], None]]] = {}
 
     async def start(self) -> None:
         """Subscribe per kind (a reconciler never decodes kinds it doesn't need) and return once
@@ -187,8 +190,10 @@ class ObjectCache:
         if event.type == "DELETED":
             self._objects.pop(key, None)
             self.scopes.pop(key, None)
+            self._notify(event.kind, old or event.object, None)
             return
         self._objects[key] = event.object
+        self._notify(event.kind, old, event.object)
         if event.scope != s.NO_SCOPE:
             self.scopes[key] = event.scope  # the subject scope it was published under
         else:
@@ -199,6 +204,13 @@ class ObjectCache:
         for ref in event.object.get("metadata", {}).get("ownerReferences") or []:
             self._by_owner[(event.kind, event.key.namespace, ref.get("kind", ""),
                             ref.get("name", ""))].add(event.key.name)
+
+    def _notify(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        for listener in self.listeners.get(kind, ()):
+            try:
+                listener(old, new)
+            except Exception:  # a metrics hook must never stop the cache
+                log.exception("cache listener failed")
 
     def _unindex(self, key: Key, obj: dict[str, Any]) -> None:
         cluster = (obj.get("metadata", {}).get("labels") or {}).get(CLUSTER_LABEL)
@@ -234,7 +246,8 @@ class ObjectCache:
         return self._objects.get((kind.value, namespace, name))
 
     def objects(self, kind: s.Kind, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [o for (k, ns, _), o in self._objects.items()
+        # list(): one C-level copy under the GIL, so the metrics server's scrape thread may call this
+        return [o for (k, ns, _), o in list(self._objects.items())
                 if k == kind.value and (namespace is None or ns == namespace)]
 
     def keys(self, kind: s.Kind) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from raybus.bus.ledger import BatchLedger
 from raybus.bus.publish import publish_commands, publish_status
 from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.decisions.commands import Command, UpdateStatus
+from raybus.observability import kuberay
 from raybus.runtime.batches import BatchResolver, PublishedBatches
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime, ReconcileFn
@@ -28,6 +29,8 @@ from raybus.runtime.outcomes import OutcomeTracker
 from raybus.runtime.service import CommonSettings
 
 log = logging.getLogger(__name__)
+# The primary kinds whose KubeRay metrics a reconciler exports (observability/kuberay.py).
+KUBERAY_KINDS = {s.Kind.RAYCLUSTER: "RayCluster", s.Kind.RAYJOB: "RayJob", s.Kind.RAYSERVICE: "RayService"}
 
 
 @dataclass
@@ -91,6 +94,7 @@ class ReconcilerApp:
         self.context: ReconcilerContext | None = None
         self._nc: NATS | None = None
         self._store: StateStore | None = None
+        self._exporter: kuberay.KubeRayExporter | None = None
 
     async def start(self) -> None:
         # Reconnect forever: a NATS restart must not kill the replica (JetStream keeps state).
@@ -115,14 +119,31 @@ class ReconcilerApp:
                                          primary_kind=self._primary, reconcile=self._make(ctx),
                                          bus=self._bus, debounce_s=self.settings.debounce_s)
         self.outcomes.queue = self.runtime  # failed commands -> rate-limited retry
+        self._export_kuberay_metrics(cache, self.runtime)
         await self.outcomes.start()
         await self.prepare(ctx)
         await self.runtime.start()
+
+    def _export_kuberay_metrics(self, cache: ObjectCache, runtime: ControllerRuntime) -> None:
+        """KubeRay's kuberay_* series of the primary kind, for the partitions this replica owns
+        at scrape time. Every replica records the duration transitions its cache sees; only the
+        owner exports them, so a partition's new owner has them too."""
+        kind = KUBERAY_KINDS.get(self._primary)
+        if kind is None:
+            return
+        primary = self._primary
+        self._exporter = kuberay.KubeRayExporter(kind, objects=lambda: cache.objects(primary),
+                                                 owns=lambda ns, name: runtime.owns(
+                                                     ObjectKey(namespace=ns, name=name)))
+        cache.listeners.setdefault(primary.value, []).append(self._exporter.on_change)
+        kuberay.register().add(self._exporter)
 
     async def prepare(self, ctx: ReconcilerContext) -> None:
         """Hook for controllers that need more state loaded before their first reconcile."""
 
     async def stop(self) -> None:
+        if self._exporter is not None:
+            kuberay.COLLECTOR.remove(self._exporter)
         if self.runtime is not None:
             await self.runtime.stop()
         if self.outcomes is not None:

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict
 
 from raybus.bus.connect import BusAuth
 from raybus.observability.logging import setup_logging
-from raybus.observability.metrics import serve_metrics
-from raybus.observability.tracing import setup_tracing
+from raybus.observability.metrics import serve_metrics, set_ready
+from raybus.observability.tracing import setup_tracing, shutdown_tracing
 
 STOP_GRACE_S = 8.0
 
@@ -103,8 +103,10 @@ async def run_service(settings: CommonSettings, app: Service) -> None:
     await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
     if starting.done():
         starting.result()
+        set_ready(True)
         log.info("started", extra={"replica": settings.replica_id})
         await stopped
+        set_ready(False)
     else:
         log.info("stop requested while starting")
         starting.cancel()
@@ -126,3 +128,4 @@ async def run_service(settings: CommonSettings, app: Service) -> None:
         logging.shutdown()
         os._exit(1)
     stopping.result()
+    shutdown_tracing()

@@ -1,4 +1,4 @@
-"""The real command-executor with its ServiceAccount's token (deploy/k8s/raybus.yaml's RBAC enforced by
+"""The real command-executor with its ServiceAccount's token (deploy/kustomize/base/rbac.yaml's RBAC enforced by
 the local API server) applies what the cluster decisions create for KubeRay's autoscaler sample: the
 autoscaler ServiceAccount, Role (granting pods/resize patch), RoleBinding, Services and Pods. With a
 ClusterRole lacking pods/resize the Role is refused with the real server's 403 (issue 9 item 2)."""
@@ -35,7 +35,7 @@ from .conftest import FAST
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]
-RAYBUS_YAML = REPO / "deploy" / "k8s" / "raybus.yaml"
+RAYBUS_YAML = REPO / "deploy" / "kustomize" / "base" / "rbac.yaml"
 EXECUTOR = "system:serviceaccount:raybus-system:raybus-command-executor"
 RAYCLUSTER = resource_for("ray.io/v1", "RayCluster")
 _RBAC = "rbac.authorization.k8s.io"
@@ -61,7 +61,7 @@ async def admin(server: RunningApiServer, tmp_path: Path) -> AsyncIterator[KubeC
 
 
 async def install_rbac(admin: KubeClient, *, drop: dict[str, Any] | None = None) -> None:
-    """deploy/k8s/raybus.yaml's namespace, ServiceAccounts, ClusterRoles and bindings, as an admin applies
+    """deploy/kustomize/base/rbac.yaml's namespace, ServiceAccounts, ClusterRoles and bindings, as an admin applies
     them; `drop` removes one rule from the executor's ClusterRole."""
     for doc in yaml.safe_load_all(RAYBUS_YAML.read_text()):
         if doc["kind"] not in _KINDS:

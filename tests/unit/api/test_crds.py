@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from raybus.api import parse_manifests
-from raybus.api.crdgen import generate, main
+from raybus.api.crdgen import KUSTOMIZATION, generate, kustomization, main
 from tests.conftest import REPO, SAMPLES
 from tests.unit.api.schema_check import check, walk_schemas
 
@@ -25,14 +25,18 @@ def _schema(kind: str) -> dict[str, Any]:
 
 
 def test_committed_crds_are_fresh() -> None:
+    """The CRDs and the kustomization that lists them (deploy/kustomize/base installs the directory)."""
+    expected = {**GENERATED, KUSTOMIZATION: kustomization(list(GENERATED))}
     committed = {p.name: p.read_text() for p in CRD_DIR.glob("*.yaml")}
-    assert committed == GENERATED, "run: python -m raybus.api.crdgen deploy/crds"
+    assert committed == expected, "run: python -m raybus.api.crdgen deploy/crds"
+    assert yaml.safe_load(expected[KUSTOMIZATION])["resources"] == sorted(GENERATED)
 
 
 def test_generation_is_deterministic_and_cli_writes_files(tmp_path: Path) -> None:
     assert generate() == GENERATED
     assert main([str(tmp_path)]) == 0
-    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == GENERATED
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
+        **GENERATED, KUSTOMIZATION: kustomization(list(GENERATED))}
     assert main([]) == 2
 
 

@@ -1,4 +1,4 @@
-"""deploy/k8s/raybus.yaml's RBAC is sufficient for what raybus does, derived from the code (raybus_calls):
+"""deploy/kustomize/base/rbac.yaml's RBAC is sufficient for what raybus does, derived from the code (raybus_calls):
 
 - the command-executor's ClusterRole holds every rule of every Role/ClusterRole raybus creates, so a
   real API server lets it grant them (RBAC escalation prevention: "attempting to grant RBAC
@@ -27,7 +27,7 @@ from tests.unit.decisions.cluster.test_pod_samples import CLUSTERS
 from tests.unit.deploy.raybus_calls import Call, decided_commands, executor_calls, watcher_calls
 
 REPO = Path(__file__).resolve().parents[3]
-DOCS = list(yaml.safe_load_all((REPO / "deploy/k8s/raybus.yaml").read_text()))
+DOCS = list(yaml.safe_load_all((REPO / "deploy/kustomize/base/rbac.yaml").read_text()))
 CLUSTER_ROLES = {d["metadata"]["name"]: d for d in DOCS if d["kind"] == "ClusterRole"}
 EXECUTOR = CLUSTER_ROLES["raybus-command-executor"]["rules"]
 WATCHER = CLUSTER_ROLES["raybus-watcher"]["rules"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 import json
 import logging
+import urllib.error
 import urllib.request
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from raybus.observability.logging import setup_logging
-from raybus.observability.metrics import RECONCILES, serve_metrics
+from raybus.observability.metrics import RECONCILES, serve_metrics, set_ready
 from raybus.observability.tracing import extract_context, inject_headers, setup_tracing
 from raybus.testing.servers import free_port
 
@@ -44,3 +45,23 @@ def test_metrics_endpoint_serves_counters() -> None:
     RECONCILES.labels("cluster", "ok").inc()
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert 'raybus_reconciles_total{controller="cluster",result="ok"}' in body
+
+
+def test_probes_on_the_metrics_port() -> None:
+    """/healthz while the process serves; /readyz only between start and stop (run_service)."""
+    port = free_port()
+    serve_metrics(port)
+
+    def get(path: str) -> int:
+        try:
+            return int(urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5).status)
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    set_ready(False)
+    assert (get("/healthz"), get("/readyz")) == (200, 503)
+    set_ready(True)
+    assert (get("/healthz"), get("/readyz")) == (200, 200)
+    assert get("/metrics") == 200
+    set_ready(False)
+    assert get("/readyz") == 503

@@ -1,0 +1,126 @@
+"""The kustomize base's NATS configuration (deploy/kustomize/base/nats.conf) on three real
+nats-server processes, as the StatefulSet runs it (only addresses and paths moved to loopback):
+the three servers form one JetStream cluster, NATS's probe endpoints answer, and with
+RAYBUS_STREAM_REPLICAS=3 every raybus stream and KV bucket is kept on all three, so writes still
+succeed with one server gone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.errors import NoRespondersError
+
+from raybus.bus import subjects as s
+from raybus.bus.ledger import BatchLedger
+from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, stream_configs
+from raybus.testing.servers import _binary, die_with_parent, free_port
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[3]
+CONF = REPO / "deploy" / "kustomize" / "base" / "nats.conf"
+DEADLINE_S = 60.0
+
+
+def until(cond: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not cond():
+        assert time.monotonic() < deadline, f"not within {DEADLINE_S}s: {what}"
+        time.sleep(0.1)
+
+
+def http_status(url: str) -> int:
+    try:
+        return int(urllib.request.urlopen(url, timeout=2).status)
+    except urllib.error.HTTPError as err:
+        return err.code
+    except OSError:
+        return 0
+
+
+def local_conf(text: str, i: int, client: int, monitor: int, routes: list[int], home: Path) -> str:
+    """The StatefulSet's config for nats-<i>, with each address and path it names moved here."""
+    moves = {"listen: 0.0.0.0:4222": f"listen: 127.0.0.1:{client}",
+             "http: 0.0.0.0:8222": f"http: 127.0.0.1:{monitor}",
+             "pid_file: /var/run/nats/nats.pid": f"pid_file: {home}/nats.pid",
+             "store_dir: /data": f"store_dir: {home}/data",
+             "listen: 0.0.0.0:6222": f"listen: 127.0.0.1:{routes[i]}",
+             **{f"nats://nats-{j}.nats-headless:6222": f"nats://127.0.0.1:{port}" for j, port in enumerate(routes)}}
+    for old, new in moves.items():
+        assert old in text, f"nats.conf no longer has {old!r}"
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int, int]]]:
+    """nats-0..2 started together (podManagementPolicy: Parallel): (process, client, monitor)."""
+    text, routes = CONF.read_text(), [free_port() for _ in range(3)]
+    servers = []
+    for i in range(3):
+        home = tmp_path / f"nats-{i}"
+        home.mkdir()
+        client, monitor = free_port(), free_port()
+        (home / "nats.conf").write_text(local_conf(text, i, client, monitor, routes, home))
+        proc = subprocess.Popen([_binary("nats-server"), "--config", str(home / "nats.conf")],
+                                env={**os.environ, "POD_NAME": f"nats-{i}"}, cwd=home,
+                                stdout=(home / "log").open("wb"), stderr=subprocess.STDOUT,
+                                preexec_fn=die_with_parent())  # noqa: PLW1509
+        servers.append((proc, client, monitor))
+    yield servers
+    for proc, _, _ in servers:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+async def test_streams_and_kv_on_three_servers_survive_one_loss(
+        cluster: list[tuple[subprocess.Popen[bytes], int, int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    for _, _, monitor in cluster:  # the StatefulSet's startup and liveness probes
+        until(lambda m=monitor: http_status(f"http://127.0.0.1:{m}/healthz") == 200, "startup probe")
+        assert http_status(f"http://127.0.0.1:{monitor}/healthz?js-enabled-only=true") == 200
+        assert http_status(f"http://127.0.0.1:{monitor}/healthz?js-server-only=true") == 200
+    monkeypatch.setenv("RAYBUS_STREAM_REPLICAS", "3")  # raybus-config nats.streamReplicas
+    nc = await nats.connect(servers=[f"nats://127.0.0.1:{c}" for _, c, _ in cluster], max_reconnect_attempts=-1)
+    try:
+        js = nc.jetstream()
+        settings = BusSettings(partitions=4)
+        await ensure_streams(js, settings)
+        leases = await ensure_leases(js, settings)
+        ledger = await BatchLedger.open(js)
+        names = [c.name or "" for c in stream_configs(settings)] + [f"KV_{s.KV_LEASES}", f"KV_{s.KV_BATCHES}"]
+        for name in names:
+            info = await js.stream_info(name)
+            assert info.config.num_replicas == 3, name
+            assert info.cluster is not None and len(info.cluster.replicas or []) == 2, name
+        # Stop the server leading the commands stream: the other two elect a leader, writes go on.
+        info = (await js.stream_info(s.STREAM_COMMANDS)).cluster
+        assert info is not None and info.leader in {f"nats-{i}" for i in range(3)}
+        down = cluster[int(info.leader.removeprefix("nats-"))][0]
+        down.terminate()
+        down.wait(timeout=60)
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                ack = await js.publish(s.command_subject("cluster", "default", "c"), b"{}", timeout=5,
+                                       headers={"Nats-Msg-Id": "after-loss"})
+                break
+            except (NoRespondersError, TimeoutError, nats.errors.TimeoutError):
+                assert time.monotonic() < deadline, "no commands stream leader after one server stopped"
+                await asyncio.sleep(0.2)
+        assert ack.stream == s.STREAM_COMMANDS and ack.seq >= 1
+        after = (await js.stream_info(s.STREAM_COMMANDS)).cluster
+        assert after is not None and after.leader != info.leader
+        assert await leases.put(s.lease_key("cluster", 0), b"me") >= 1
+        record, _ = await ledger.get("absent")
+        assert record is None
+    finally:
+        await nc.close()

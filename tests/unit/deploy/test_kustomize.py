@@ -1,0 +1,207 @@
+"""deploy/kustomize: what `kubectl kustomize` renders for the base and each overlay (no cluster
+needed; tests/integration/deploy/test_kustomize_dryrun.py sends the same to a real API server).
+
+One Deployment per service with probes, resources and a PodDisruptionBudget; only the watcher and
+the command-executor get a ServiceAccount token and a ClusterRoleBinding, only the executor's role
+writes; NATS JetStream as a StatefulSet (3 routed servers and 3 stream replicas, 1 and 1 in dev);
+Redis with AOF on a volume; settings named as KubeRay's chart; the services read them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from raybus.cli.stack import RBAC_MANIFEST
+
+REPO = Path(__file__).resolve().parents[3]
+KUSTOMIZE = REPO / "deploy" / "kustomize"
+TARGETS = ["base", "overlays/dev", "overlays/ha"]
+SERVICES = sorted(p.name for p in (REPO / "services").iterdir() if p.is_dir())
+WRITE = {"create", "update", "patch", "delete", "deletecollection", "*"}
+# KubeRay's chart values (helm-chart/kuberay-operator/values.yaml v1.7.0) -> raybus's env.
+KUBERAY_SETTINGS = {"featureGates": "RAYBUS_FEATURE_GATES", "batchScheduler.name": "RAYBUS_BATCH_SCHEDULER",
+                    "watchNamespace": "RAYBUS_WATCH_NAMESPACE", "kubeClient.qps": "RAYBUS_KUBE_API_QPS",
+                    "kubeClient.burst": "RAYBUS_KUBE_API_BURST", "logging.level": "RAYBUS_LOG_LEVEL"}
+Doc = dict[str, Any]
+
+
+@cache
+def render(target: str) -> tuple[Doc, ...]:
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is needed on PATH (kubectl kustomize renders deploy/kustomize)"
+    out = subprocess.run([kubectl, "kustomize", str(KUSTOMIZE / target)], check=True,
+                         capture_output=True, text=True, timeout=60).stdout
+    return tuple(d for d in yaml.safe_load_all(out) if d)
+
+
+def of(docs: tuple[Doc, ...], kind: str) -> dict[str, Doc]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def container(workload: Doc) -> Doc:
+    containers = workload["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return dict(containers[0])
+
+
+def env_from_config(workload: Doc, config: Doc) -> dict[str, str]:
+    """The container's env: literal values, and the values of the ConfigMap keys it references."""
+    out: dict[str, str] = {}
+    for e in container(workload).get("env", []):
+        ref = e.get("valueFrom", {}).get("configMapKeyRef")
+        if ref:
+            assert ref["name"] == config["metadata"]["name"]  # the generated (hashed) name
+            out[e["name"]] = config["data"][ref["key"]]
+        elif "value" in e:
+            out[e["name"]] = e["value"]
+    return out
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_one_deployment_per_service_with_probes_resources_and_pdb(target: str) -> None:
+    docs = render(target)
+    deployments, pdbs = of(docs, "Deployment"), of(docs, "PodDisruptionBudget")
+    assert set(deployments) == {f"raybus-{s}" for s in SERVICES}
+    for name, d in deployments.items():
+        c = container(d)
+        assert c["image"].startswith(f"ghcr.io/raybus/{name.removeprefix('raybus-')}:")
+        assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and "memory" in c["resources"]["limits"]
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False
+        metrics = next(e["value"] for e in c["env"] if e["name"] == "RAYBUS_METRICS_PORT")
+        assert c["ports"] == [{"name": "metrics", "containerPort": int(metrics)}]
+        assert c["livenessProbe"]["httpGet"]["port"] == c["readinessProbe"]["httpGet"]["port"] == "metrics"
+        selector = d["spec"]["selector"]["matchLabels"]
+        assert pdbs[name]["spec"]["selector"]["matchLabels"] == selector
+        assert pdbs[name]["spec"]["maxUnavailable"] == 1
+    for d in docs:
+        if d["kind"] not in ("CustomResourceDefinition", "Namespace", "ClusterRole", "ClusterRoleBinding"):
+            assert d["metadata"]["namespace"] == "raybus-system", d["metadata"]["name"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_credentials_only_for_the_watcher_and_the_executor(target: str) -> None:
+    docs = render(target)
+    accounts, roles, bindings = of(docs, "ServiceAccount"), of(docs, "ClusterRole"), of(docs, "ClusterRoleBinding")
+    assert set(accounts) == {f"raybus-{s}" for s in SERVICES}
+    assert set(roles) == set(bindings) == {"raybus-watcher", "raybus-command-executor"}
+    assert not of(docs, "Role") and not of(docs, "RoleBinding")
+    assert not any(set(r["verbs"]) & WRITE for r in roles["raybus-watcher"]["rules"])
+    assert any(set(r["verbs"]) & WRITE for r in roles["raybus-command-executor"]["rules"])
+    for name, binding in bindings.items():
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "raybus-system"}]
+    for name, d in of(docs, "Deployment").items():
+        spec = d["spec"]["template"]["spec"]
+        assert spec["serviceAccountName"] == name
+        talks = name in bindings
+        assert spec.get("automountServiceAccountToken", True) is talks
+        assert accounts[name].get("automountServiceAccountToken", True) is talks
+
+
+@pytest.mark.parametrize(("target", "servers"), [("base", 3), ("overlays/dev", 1), ("overlays/ha", 3)])
+def test_nats_jetstream_statefulset_and_stream_replicas(target: str, servers: int) -> None:
+    docs = render(target)
+    nats = of(docs, "StatefulSet")["nats"]
+    assert nats["spec"]["replicas"] == servers
+    assert nats["spec"]["podManagementPolicy"] == "Parallel"
+    assert nats["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
+    assert of(docs, "Service")[nats["spec"]["serviceName"]]["spec"]["clusterIP"] == "None"
+    config_name = nats["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
+    conf = of(docs, "ConfigMap")[config_name]["data"]["nats.conf"]
+    assert "jetstream {" in conf and "store_dir: /data" in conf
+    routes = [line.strip() for line in conf.splitlines() if line.strip().startswith("nats://")]
+    if servers > 1:
+        assert routes == [f"nats://nats-{i}.nats-headless:6222" for i in range(servers)]
+    else:
+        assert "cluster {" not in conf and not routes
+    raybus_config = next(c for n, c in of(docs, "ConfigMap").items() if n.startswith("raybus-config"))
+    for d in of(docs, "Deployment").values():
+        env = env_from_config(d, raybus_config)
+        assert env["RAYBUS_STREAM_REPLICAS"] == str(servers)
+        assert env["RAYBUS_NATS_URL"] == "nats://nats:4222"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_redis_keeps_an_append_only_file_on_a_volume(target: str) -> None:
+    redis = of(render(target), "StatefulSet")["redis"]
+    c = container(redis)
+    assert c["args"][c["args"].index("--appendonly") + 1] == "yes"
+    assert {"name": "data", "mountPath": "/data"} in c["volumeMounts"]
+    assert c["args"][c["args"].index("--dir") + 1] == "/data"
+    assert redis["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_settings_named_as_kuberay_reach_the_services_that_use_them(target: str) -> None:
+    docs = render(target)
+    config = next(c for n, c in of(docs, "ConfigMap").items() if n.startswith("raybus-config"))
+    assert set(KUBERAY_SETTINGS) <= set(config["data"])
+    uses = {"watcher": {"RAYBUS_KUBE_API_QPS", "RAYBUS_KUBE_API_BURST", "RAYBUS_BATCH_SCHEDULER",
+                        "RAYBUS_WATCH_NAMESPACE"},
+            "command-executor": {"RAYBUS_KUBE_API_QPS", "RAYBUS_KUBE_API_BURST"},
+            "cluster-reconciler": {"RAYBUS_FEATURE_GATES", "RAYBUS_BATCH_SCHEDULER", "RAYBUS_REDIS_URL"},
+            "job-reconciler": {"RAYBUS_FEATURE_GATES", "RAYBUS_REDIS_URL"},
+            "service-reconciler": {"RAYBUS_FEATURE_GATES", "RAYBUS_REDIS_URL"},
+            "dashboard-poller": set()}
+    common = {"RAYBUS_NATS_URL", "RAYBUS_STREAM_REPLICAS", "RAYBUS_LOG_LEVEL", "RAYBUS_METRICS_PORT",
+              "RAYBUS_REPLICA_ID"}
+    for service, names in uses.items():
+        d = of(docs, "Deployment")[f"raybus-{service}"]
+        env = {e["name"] for e in container(d)["env"]}
+        assert env == common | names, service
+        # every env name a service is given is one it reads
+        sources = "".join(p.read_text() for p in (REPO / "services" / service).rglob("*.py"))
+        sources += (REPO / "shared/raybus/runtime/service.py").read_text()
+        sources += (REPO / "shared/raybus/bus/streams.py").read_text()
+        for name in env:
+            assert name in sources or name.removeprefix("RAYBUS_") in sources, (service, name)
+    assert config["data"]["kubeClient.qps"] == "100" and config["data"]["kubeClient.burst"] == "200"
+
+
+def test_ha_runs_two_of_each_service_spread_over_nodes() -> None:
+    docs = render("overlays/ha")
+    for name, d in of(docs, "Deployment").items():
+        assert d["spec"]["replicas"] >= 2, name
+        term = d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+            "preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["labelSelector"]["matchLabels"] == d["spec"]["selector"]["matchLabels"]
+    nats = of(docs, "StatefulSet")["nats"]["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert nats["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "kubernetes.io/hostname"
+    assert set(of(docs, "PodDisruptionBudget")) >= {"nats", "redis"}
+
+
+def test_dev_runs_one_of_each() -> None:
+    docs = render("overlays/dev")
+    assert {d["spec"]["replicas"] for d in of(docs, "Deployment").values()} == {1}
+    assert {s["spec"]["replicas"] for s in of(docs, "StatefulSet").values()} == {1}
+
+
+def test_rbac_file_is_plain_yaml_for_the_local_stack() -> None:
+    """raybus up creates the RBAC from this one file (no kustomize), so it names its namespace."""
+    assert RBAC_MANIFEST == KUSTOMIZE / "base" / "rbac.yaml"
+    docs = [d for d in yaml.safe_load_all(RBAC_MANIFEST.read_text()) if d]
+    assert {d["kind"] for d in docs} == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    assert all(d["metadata"].get("namespace") == "raybus-system" for d in docs if d["kind"] == "ServiceAccount")
+
+
+def test_an_overlay_moves_the_whole_install_to_another_namespace(tmp_path: Path) -> None:
+    """Nothing names raybus-system but the kustomize namespace: NATS routes, Redis and NATS URLs use
+    Service names, so `namespace: <yours>` in an overlay moves everything, RBAC subjects included."""
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [os.path.relpath(KUSTOMIZE / "overlays" / "ha", tmp_path)], "namespace": "ray-ops"}))
+    out = subprocess.run([shutil.which("kubectl") or "kubectl", "kustomize", str(tmp_path)], check=True,
+                         capture_output=True, text=True, timeout=60).stdout
+    assert "raybus-system" not in out
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"] == ["ray-ops"]
+    subjects = [s for d in docs if d["kind"] == "ClusterRoleBinding" for s in d["subjects"]]
+    assert {s["namespace"] for s in subjects} == {"ray-ops"}
