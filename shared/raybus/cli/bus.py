@@ -25,6 +25,11 @@ def add_parser(sub: Any) -> None:
                    help="a name or IP the NATS certificate must carry (repeatable; adds to the defaults)")
     p.add_argument("--cert-dir", default=None,
                    help="where the NATS server will find the certificates (e.g. a container mount)")
+    p.add_argument("--k8s-secret", default=None, metavar="NAME",
+                   help="also create Secret NAME (flat keys, see README) unless it exists: the install's "
+                        "raybus-bus-secrets Job")
+    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "raybus-system"))
+    p.add_argument("--kubeconfig", default=os.environ.get("RAYBUS_KUBECONFIG"))
     p.set_defaults(func=run_secrets)
     q = sub.add_parser("bus-init", help="declare every stream and KV bucket as bus-admin")
     q.add_argument("--nats-url", default=os.environ.get("RAYBUS_NATS_URL", "nats://127.0.0.1:4222"))
@@ -39,7 +44,44 @@ def run_secrets(args: argparse.Namespace) -> int:
     if args.cert_dir:
         (out / "nats-auth.conf").write_text(security.nats_auth_config(out, cert_dir=args.cert_dir))
     print(f"bus secrets in {out} (passwords are never printed)")
+    if args.k8s_secret:
+        import asyncio
+        created = asyncio.run(_create_secret(out, args.k8s_secret, args.namespace, args.kubeconfig))
+        print(f"Secret {args.namespace}/{args.k8s_secret} " + ("created" if created else "kept (exists)"))
     return 0
+
+
+def secret_data(out: Path) -> dict[str, str]:
+    """The Secret's keys: flat names, so each Pod mounts only the items it needs (its own password)."""
+    import base64
+
+    files = {name: out / name for name in ("ca.pem", "server.pem", "server-key.pem",
+                                           "nats-auth.conf", "redis-users.acl")}
+    for user in sorted((out / "users").iterdir()):
+        key = user.name if user.name.startswith("redis-") else f"nats-{user.name}"
+        files[key] = user
+    return {k: base64.b64encode(v.read_bytes()).decode() for k, v in files.items()}
+
+
+async def _create_secret(out: Path, name: str, namespace: str, kubeconfig: str | None) -> bool:
+    """Create-if-absent: a re-run (the Job after `kubectl apply -k` again) keeps the credentials the
+    running services use; rotating them is deleting the Secret and rolling the install."""
+    from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
+
+    kube = KubeClient(await new_api_client(kubeconfig))
+    try:
+        await kube.create(resource_for("v1", "Secret"), {
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {"app.kubernetes.io/part-of": "raybus"}},
+            "data": secret_data(out)}, namespace=namespace)
+        return True
+    except KubeError as e:
+        if e.code == 409:
+            return False
+        raise
+    finally:
+        await kube.close()
 
 
 def run_init(args: argparse.Namespace) -> int:

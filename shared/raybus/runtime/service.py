@@ -67,9 +67,10 @@ def common_parser(service: str) -> argparse.ArgumentParser:
     parser.add_argument("--partitions", type=int, default=int(_env("PARTITIONS", "16") or 16))
     parser.add_argument("--debounce-s", type=float, default=float(_env("DEBOUNCE_S", "0.1") or 0.1),
                         help="reconcilers: fold the events that follow a trigger within this delay")
-    for flag in ("nats-user", "nats-password-file", "nats-ca-file", "redis-user",
-                 "redis-password-file", "redis-ca-file"):
-        parser.add_argument(f"--{flag}", default=_env(flag.upper().replace("-", "_"), None))
+    # Credentials by reference (files a Secret mounts), README "Security model".
+    for name in ("NATS_USER", "NATS_PASSWORD_FILE", "NATS_CA_FILE", "REDIS_USER",
+                 "REDIS_PASSWORD_FILE", "REDIS_CA_FILE"):
+        parser.add_argument("--" + name.lower().replace("_", "-"), default=_env(name, None))
     parser.add_argument("--bus-declare", default=_env("BUS_DECLARE", "1"),
                         help="1: declare streams/buckets at start; 0: wait for bus-admin's")
     return parser

@@ -91,9 +91,13 @@ def test_one_deployment_per_service_with_probes_resources_and_pdb(target: str) -
 def test_credentials_only_for_the_watcher_and_the_executor(target: str) -> None:
     docs = render(target)
     accounts, roles, bindings = of(docs, "ServiceAccount"), of(docs, "ClusterRole"), of(docs, "ClusterRoleBinding")
-    assert set(accounts) == {f"raybus-{s}" for s in SERVICES}
+    assert set(accounts) == {f"raybus-{s}" for s in SERVICES} | {"raybus-bus-bootstrap"}
     assert set(roles) == set(bindings) == {"raybus-watcher", "raybus-command-executor"}
-    assert not of(docs, "Role") and not of(docs, "RoleBinding")
+    # The one namespaced grant: the bus bootstrap Job may create Secrets in raybus-system only.
+    (role,) = of(docs, "Role").values()
+    assert role["metadata"]["name"] == "raybus-bus-bootstrap"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
+    assert [b["roleRef"]["name"] for b in of(docs, "RoleBinding").values()] == ["raybus-bus-bootstrap"]
     assert not any(set(r["verbs"]) & WRITE for r in roles["raybus-watcher"]["rules"])
     assert any(set(r["verbs"]) & WRITE for r in roles["raybus-command-executor"]["rules"])
     for name, binding in bindings.items():
@@ -114,7 +118,8 @@ def test_nats_jetstream_statefulset_and_stream_replicas(target: str, servers: in
     assert nats["spec"]["podManagementPolicy"] == "Parallel"
     assert nats["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
     assert of(docs, "Service")[nats["spec"]["serviceName"]]["spec"]["clusterIP"] == "None"
-    config_name = nats["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
+    config_name = next(v["configMap"]["name"] for v in nats["spec"]["template"]["spec"]["volumes"]
+                       if "configMap" in v)
     conf = of(docs, "ConfigMap")[config_name]["data"]["nats.conf"]
     assert "jetstream {" in conf and "store_dir: /data" in conf
     routes = [line.strip() for line in conf.splitlines() if line.strip().startswith("nats://")]
@@ -126,7 +131,7 @@ def test_nats_jetstream_statefulset_and_stream_replicas(target: str, servers: in
     for d in of(docs, "Deployment").values():
         env = env_from_config(d, raybus_config)
         assert env["RAYBUS_STREAM_REPLICAS"] == str(servers)
-        assert env["RAYBUS_NATS_URL"] == "nats://nats:4222"
+        assert env["RAYBUS_NATS_URL"] == "tls://nats:4222"
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -152,7 +157,11 @@ def test_settings_named_as_kuberay_reach_the_services_that_use_them(target: str)
             "service-reconciler": {"RAYBUS_FEATURE_GATES", "RAYBUS_REDIS_URL"},
             "dashboard-poller": set()}
     common = {"RAYBUS_NATS_URL", "RAYBUS_STREAM_REPLICAS", "RAYBUS_LOG_LEVEL", "RAYBUS_METRICS_PORT",
-              "RAYBUS_REPLICA_ID"}
+              "RAYBUS_REPLICA_ID", "RAYBUS_NATS_USER", "RAYBUS_NATS_PASSWORD_FILE", "RAYBUS_NATS_CA_FILE",
+              "RAYBUS_BUS_DECLARE"}
+    redis_auth = {"RAYBUS_REDIS_USER", "RAYBUS_REDIS_PASSWORD_FILE"}
+    for service in ("cluster-reconciler", "job-reconciler", "service-reconciler"):
+        uses[service] |= redis_auth
     for service, names in uses.items():
         d = of(docs, "Deployment")[f"raybus-{service}"]
         env = {e["name"] for e in container(d)["env"]}
@@ -205,3 +214,29 @@ def test_an_overlay_moves_the_whole_install_to_another_namespace(tmp_path: Path)
     assert [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"] == ["ray-ops"]
     subjects = [s for d in docs if d["kind"] == "ClusterRoleBinding" for s in d["subjects"]]
     assert {s["namespace"] for s in subjects} == {"ray-ops"}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_service_uses_its_own_bus_credentials_over_tls(target: str) -> None:
+    """Issue 18: each Deployment connects as its own role (bus/permissions.py), mounts only its own
+    passwords and the CA, and waits for raybus-bus-init instead of declaring streams."""
+    docs = render(target)
+    raybus_config = next(c for n, c in of(docs, "ConfigMap").items() if n.startswith("raybus-config"))
+    assert raybus_config["data"]["nats.url"].startswith("tls://")
+    for name, d in of(docs, "Deployment").items():
+        role = name.removeprefix("raybus-")
+        spec = d["spec"]["template"]["spec"]
+        env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+        assert env["RAYBUS_NATS_USER"] == role
+        assert env["RAYBUS_BUS_DECLARE"] == "0"
+        (bus,) = [v for v in spec["volumes"] if v["name"] == "bus"]
+        keys = {i["key"] for i in bus["secret"]["items"]}
+        expected = {"ca.pem", f"nats-{role}"} | ({f"redis-{role}"} if role.endswith("reconciler") else set())
+        assert keys == expected
+        assert d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/part-of"] == "raybus"
+    nats = of(docs, "StatefulSet")["nats"]["spec"]["template"]["spec"]
+    secret_items = next(v for v in nats["volumes"] if v["name"] == "secrets")["secret"]["items"]
+    assert {i["key"] for i in secret_items} == {"nats-auth.conf", "ca.pem", "server.pem", "server-key.pem"}
+    redis = of(docs, "StatefulSet")["redis"]["spec"]["template"]["spec"]["containers"][0]
+    assert "--aclfile" in redis["args"]
+    assert set(of(docs, "Job")) == {"raybus-bus-secrets", "raybus-bus-init"}
