@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
 from nats.errors import NoRespondersError
 
+from raybus.bus import security
 from raybus.bus import subjects as s
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, stream_configs
@@ -67,10 +70,14 @@ def cluster(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int,
     servers = []
     for i in range(3):
         home = tmp_path / f"nats-{i}"
-        home.mkdir()
+        # As the StatefulSet mounts them: the config at <dir>/config, Secret raybus-bus at
+        # <dir>/secrets (the config includes ../secrets/nats-auth.conf, TLS + per-role users).
+        (home / "config").mkdir(parents=True)
+        secrets = security.generate(home / "secrets")
+        (secrets / "nats-auth.conf").write_text(security.nats_auth_config(secrets))
         client, monitor = free_port(), free_port()
-        (home / "nats.conf").write_text(local_conf(text, i, client, monitor, routes, home))
-        proc = subprocess.Popen([_binary("nats-server"), "--config", str(home / "nats.conf")],
+        (home / "config" / "nats.conf").write_text(local_conf(text, i, client, monitor, routes, home))
+        proc = subprocess.Popen([_binary("nats-server"), "--config", str(home / "config" / "nats.conf")],
                                 env={**os.environ, "POD_NAME": f"nats-{i}"}, cwd=home,
                                 stdout=(home / "log").open("wb"), stderr=subprocess.STDOUT,
                                 preexec_fn=die_with_parent())  # noqa: PLW1509
@@ -82,14 +89,24 @@ def cluster(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int,
             proc.wait(timeout=30)
 
 
+def admin_options(urls: list[str], tmp_path: Path) -> dict[str, Any]:
+    """bus-admin of nats-0's secrets: every server was given its own generated set here, and a
+    client trusts and logs in to one set, so connect to nats-0's CA and users only."""
+    home = tmp_path / "nats-0" / "secrets"
+    return {"servers": urls[:1], "user": "bus-admin", "password": security.password(home, "bus-admin"),
+            "tls": ssl.create_default_context(cafile=str(home / "ca.pem"))}
+
+
 async def test_streams_and_kv_on_three_servers_survive_one_loss(
-        cluster: list[tuple[subprocess.Popen[bytes], int, int]], monkeypatch: pytest.MonkeyPatch) -> None:
+        cluster: list[tuple[subprocess.Popen[bytes], int, int]], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     for _, _, monitor in cluster:  # the StatefulSet's startup and liveness probes
         until(lambda m=monitor: http_status(f"http://127.0.0.1:{m}/healthz") == 200, "startup probe")
         assert http_status(f"http://127.0.0.1:{monitor}/healthz?js-enabled-only=true") == 200
         assert http_status(f"http://127.0.0.1:{monitor}/healthz?js-server-only=true") == 200
     monkeypatch.setenv("RAYBUS_STREAM_REPLICAS", "3")  # raybus-config nats.streamReplicas
-    nc = await nats.connect(servers=[f"nats://127.0.0.1:{c}" for _, c, _ in cluster], max_reconnect_attempts=-1)
+    nc = await nats.connect(**admin_options([f"tls://127.0.0.1:{c}" for _, c, _ in cluster], tmp_path),
+                            max_reconnect_attempts=-1)
     try:
         js = nc.jetstream()
         settings = BusSettings(partitions=4)
