@@ -205,7 +205,7 @@ class KubeClient:
         self.api = api
         self._limiter = limiter
         self._timeout = request_timeout_s
-        self._host = restclient.host_of(str(getattr(api.configuration, "host", "") or ""))
+        self._host = restclient.host_of(str(getattr(getattr(api, "configuration", None), "host", "") or ""))
 
     async def _throttle(self, method: str) -> None:
         if self._limiter is not None:
