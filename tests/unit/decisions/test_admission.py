@@ -193,7 +193,7 @@ JOB_SPECS = [{"submissionMode": m} for m in ("K8sJobMode", "HTTPMode", "SidecarM
 JOB_EVENTS = list(__import__("tests.unit.decisions.job.world", fromlist=["EVENTS"]).EVENTS)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(JOB_SPECS), st.lists(st.tuples(st.sampled_from(JOB_EVENTS), st.integers(0, 30)),
                                             max_size=40))
 def test_rayjob_decisions_are_admitted(spec: Json, events: list[tuple[str, int]]) -> None:
