@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,14 @@ from raybus.decisions.job.model import JobDecision
 from raybus.decisions.service.model import ServiceDecision
 from tests.conftest import SAMPLES
 from tests.unit.decisions.cluster.test_reconcile_properties import snapshots
+from tests.unit.decisions.job.world import EVENTS as JOB_WORLD_EVENTS
 from tests.unit.decisions.job.world import World as JobWorld
+from tests.unit.decisions.service.test_samples import load
 from tests.unit.decisions.service.world import World as ServiceWorld
 from tests.unit.decisions.service.world import merge
 
 Json = dict[str, Any]
-T0 = __import__("datetime").datetime(2026, 1, 1, tzinfo=__import__("datetime").UTC)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CLUSTER_SETTINGS = [
     OperatorSettings(),
     OperatorSettings(batch_scheduler="volcano"),
@@ -190,7 +193,7 @@ JOB_SPECS = [{"submissionMode": m} for m in ("K8sJobMode", "HTTPMode", "SidecarM
         {"policy": "DeleteCluster", "condition": {"jobStatus": "FAILED", "ttlSeconds": 5}},
         {"policy": "DeleteSelf", "condition": {"jobDeploymentStatus": "Failed", "ttlSeconds": 10}}]}},
 ]
-JOB_EVENTS = list(__import__("tests.unit.decisions.job.world", fromlist=["EVENTS"]).EVENTS)
+JOB_EVENTS = list(JOB_WORLD_EVENTS)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -210,8 +213,6 @@ SERVICE_FILES = sorted(SAMPLES.glob("ray-service.*.yaml"))
 
 @pytest.mark.parametrize("path", SERVICE_FILES, ids=[p.name for p in SERVICE_FILES])
 def test_rayservice_sample_decisions_are_admitted(path: Path) -> None:
-    from tests.unit.decisions.service.test_samples import load
-
     w = CheckedServiceWorld(load(path))
     for round_no in range(110):
         d = w.step()
