@@ -23,7 +23,7 @@ from raybus.bus.streams import ensure_streams
 from raybus.decisions import admission as a
 from raybus.decisions.cluster.rbac import AUTOSCALER_RULES
 from raybus.decisions.commands import Command, CreateObject, ObjectRef, UpdateStatus
-from raybus.observability.metrics import COMMANDS
+from raybus.observability.metrics import COMMANDS, MESSAGES
 from raybus.testing.servers import NatsServer
 from tests.integration.boundary.conftest import last_msg, sample_raycluster, until
 from tests.integration.boundary.test_watcher import object_event, start_watcher
@@ -147,5 +147,55 @@ async def test_forged_batches_are_refused_and_none_of_them_applied(
     finally:
         await service.stop()
         await watcher.stop()
+        await kube.close()
+        await nc.close()
+
+
+async def test_a_batch_waits_for_the_watch_and_a_deleted_incarnation_is_refused_at_once(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    """The executor's watch trails the API server: a batch for a RayCluster it has not seen yet is
+    retried (not refused) and applied once the watcher publishes it. A batch naming an incarnation
+    the watch saw deleted is refused without waiting."""
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    rc = await kube.create(RAYCLUSTER, sample_raycluster("rc"), namespace="default")
+    uid = rc["metadata"]["uid"]
+    service = CommandExecutorService(ExecutorSettings(nats_url=nats_server.url, kubeconfig=str(kubeconfig),
+                                                      replica_id="x0", nak_delay_s=0.2, admission_wait_s=60.0))
+    await service.start()  # no watcher yet: the executor has not seen rc
+    watcher = None
+    try:
+        early = batch(uid, CreateObject(reason="Created worker Pod", object=pod("rc-worker-early", owner_uid=uid)))
+        waits = MESSAGES.labels("command-executor", "command", "not_admitted")
+        before = waits._value.get()
+        await publish_commands(js, early)
+
+        async def held() -> bool:
+            return bool(waits._value.get() > before)
+        await until(held, what="the batch held back while the watch has not seen rc")
+        assert not (await kube.list_page(POD, namespace="default"))["items"]
+        watcher = await start_watcher(nats_server.url, kubeconfig)
+        out = await outcome(js, "rc", early.reconcile_id)  # well within the 60 s bound
+        assert out.results[0].ok and out.results[0].code == 201
+        assert service.admission is not None and service.admission.refused == 0
+
+        await kube.delete(RAYCLUSTER, namespace="default", name="rc")
+        await object_event(js, s.Kind.RAYCLUSTER, "rc", pred=lambda e: e.type == "DELETED")
+        late = batch(uid, CreateObject(reason="Created worker Pod", object=pod("rc-worker-late", owner_uid=uid)))
+        await publish_commands(js, late)
+
+        async def refused() -> Any:
+            return (await dead_letters(js)).get(late.reconcile_id) if (
+                await js.stream_info(s.STREAM_DEAD_LETTERS)).state.messages else None
+        letter = await until(refused, timeout=10, what="the stale batch refused without the 60 s wait")
+        assert letter.headers[DLQ_REASON] == a.OBJECT_NOT_LIVE and "was deleted" in letter.headers["Raybus-Dlq-Error"]
+        names = {p["metadata"]["name"] for p in (await kube.list_page(POD, namespace="default"))["items"]}
+        assert "rc-worker-late" not in names
+    finally:
+        await service.stop()
+        if watcher is not None:
+            await watcher.stop()
         await kube.close()
         await nc.close()
