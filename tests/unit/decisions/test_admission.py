@@ -214,7 +214,7 @@ SERVICE_FILES = sorted(SAMPLES.glob("ray-service.*.yaml"))
 @pytest.mark.parametrize("path", SERVICE_FILES, ids=[p.name for p in SERVICE_FILES])
 def test_rayservice_sample_decisions_are_admitted(path: Path) -> None:
     w = CheckedServiceWorld(load(path))
-    for round_no in range(110):
+    for round_no in range(130):
         d = w.step()
         w.start_heads()
         w.program_gateway()
@@ -224,8 +224,10 @@ def test_rayservice_sample_decisions_are_admitted(path: Path) -> None:
             container["env"] = [*(container.get("env") or []), {"name": "UPGRADE", "value": "1"}]
             w.update_spec(rayClusterConfig={"headGroupSpec": {"template": {"spec": {
                 **head["template"]["spec"], "containers": [container, *head["template"]["spec"]["containers"][1:]]}}}})
-        if round_no == 100:
+        if round_no == 115:  # suspension deletes every owned object (suspend.py)
+            w.update_spec(suspend=True)
+        if round_no in (100, 114):
             w.advance(3600)
         elif d.requeue_after:
             w.advance(d.requeue_after)
-    assert w.checked >= 100 and len(w.deleted_clusters) >= 1
+    assert w.checked >= 120 and len(w.deleted_clusters) >= 2 and not w.clusters
