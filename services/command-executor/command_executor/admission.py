@@ -105,12 +105,13 @@ def summary(batch: CommandBatch) -> str:
 
 class Admission:
     def __init__(self, nc: NATS, *, service: str, wait_s: float = 30.0, hold_s: float = 1.0,
-                 retry_delay_s: float = 2.0) -> None:
+                 retry_delay_s: float = 2.0, max_deliver: int = 20) -> None:
         self._nc = nc
         self._service = service
         self.objects = RayObjects(nc)
         self._view = _View(self.objects)
         self.wait_s, self.hold_s, self.retry_delay_s = wait_s, hold_s, retry_delay_s
+        self.max_deliver = max_deliver
         self.refused = 0  # observable for tests
 
     async def start(self) -> None:
@@ -143,7 +144,9 @@ class Admission:
             verdict = self.verdict(batch, subject=msg.subject, status=status)
         if verdict.admitted:
             return True
-        if verdict.retry and self._age(msg) < self.wait_s:
+        # JetStream stops redelivering after max_deliver: decide on the last delivery at the latest.
+        delivered = msg.metadata.num_delivered if msg.metadata is not None else 1
+        if verdict.retry and self._age(msg) < self.wait_s and delivered < self.max_deliver:
             log.info("batch waits for the executor's watch to see its object", extra={
                 "reconcile_id": batch.reconcile_id, "key": str(batch.key), "why": verdict.detail})
             await msg.nak(delay=self.retry_delay_s)

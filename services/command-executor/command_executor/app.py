@@ -112,7 +112,8 @@ class CommandExecutorService:
         await ensure_streams(js, self.bus)
         self.ledger = await BatchLedger.open(js)
         if self.settings.admission:
-            self.admission = Admission(self.nc, service=SERVICE, wait_s=self.settings.admission_wait_s)
+            self.admission = Admission(self.nc, service=SERVICE, wait_s=self.settings.admission_wait_s,
+                                       max_deliver=self.settings.max_deliver)
             await self.admission.start()
         self._workers = [
             PullWorkers(self.nc, stream=s.STREAM_COMMANDS, config=command_consumer_config(self.bus),
