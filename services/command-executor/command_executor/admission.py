@@ -163,7 +163,9 @@ class Admission:
         controller = batch.controller if batch.controller in policy.PRIMARY else "unknown"
         REFUSED.labels(controller, verdict.reason).inc()
         self.refused += 1
-        log.warning("command batch refused by admission; not applied", extra={
+        # A batch for an object deleted meanwhile is a routine race; anything else may be forged.
+        level = logging.INFO if verdict.reason == policy.OBJECT_DELETED else logging.WARNING
+        log.log(level, "command batch refused by admission; not applied", extra={
             "reconcile_id": batch.reconcile_id, "controller": batch.controller, "key": str(batch.key),
             "subject": msg.subject, "reason": verdict.reason, "detail": verdict.detail,
             "commands": summary(batch)})

@@ -99,6 +99,10 @@ POD_PATCH_METADATA = frozenset({"labels", "annotations", "uid", "resourceVersion
 # Refusal reasons (bounded set: they label raybus_commands_refused_total).
 UNKNOWN_CONTROLLER = "unknown_controller"
 OBJECT_NOT_LIVE = "object_not_live"
+# The batch names an incarnation the watch saw deleted: a reconcile that raced the deletion (or a
+# replay). Refused like any other (creates owned by a dead uid would live until the garbage
+# collector came), under its own reason so a forged batch stands out from this routine race.
+OBJECT_DELETED = "object_deleted"
 NAMESPACE = "foreign_namespace"
 KIND = "kind_not_allowed"
 OWNER = "not_owned"
@@ -334,7 +338,7 @@ def admit(*, controller: str, kind: str, namespace: str, name: str, uid: str | N
     live = view.get(ray_kind, namespace, name)
     if live is None or (uid and _uid(live) != uid):
         if uid and view.gone(uid):
-            return Verdict(admitted=False, reason=OBJECT_NOT_LIVE,
+            return Verdict(admitted=False, reason=OBJECT_DELETED,
                            detail=f"{_where(ray_kind, namespace, name)} uid {uid} was deleted")
         return Verdict(admitted=False, reason=OBJECT_NOT_LIVE, retry=True,
                        detail=f"{_where(ray_kind, namespace, name)}" + (f" uid {uid}" if uid else "") + " not seen")

@@ -190,7 +190,7 @@ async def test_a_batch_waits_for_the_watch_and_a_deleted_incarnation_is_refused_
             return (await dead_letters(js)).get(late.reconcile_id) if (
                 await js.stream_info(s.STREAM_DEAD_LETTERS)).state.messages else None
         letter = await until(refused, timeout=10, what="the stale batch refused without the 60 s wait")
-        assert letter.headers[DLQ_REASON] == a.OBJECT_NOT_LIVE and "was deleted" in letter.headers["Raybus-Dlq-Error"]
+        assert letter.headers[DLQ_REASON] == a.OBJECT_DELETED and "was deleted" in letter.headers["Raybus-Dlq-Error"]
         names = {p["metadata"]["name"] for p in (await kube.list_page(POD, namespace="default"))["items"]}
         assert "rc-worker-late" not in names
     finally:

@@ -187,12 +187,12 @@ def test_an_object_not_seen_yet_is_retried_and_a_deleted_one_refused() -> None:
     assert verdict("cluster", new, [], view(new)).admitted  # once the watch has it
     gone = view(OTHER_CLUSTER, gone=["uid-fresh"])
     result = verdict("cluster", new, [], gone)
-    assert (result.admitted, result.reason, result.retry) == (False, a.OBJECT_NOT_LIVE, False)
+    assert (result.admitted, result.reason, result.retry) == (False, a.OBJECT_DELETED, False)
     # a recreated object (same name, new uid) while the batch names the old one: refused once gone
     recreated = copy.deepcopy(new)
     recreated["metadata"]["uid"] = "uid-fresh-2"
     result = verdict("cluster", new, [], view(recreated, gone=["uid-fresh"]))
-    assert (result.admitted, result.retry) == (False, False)
+    assert (result.admitted, result.reason, result.retry) == (False, a.OBJECT_DELETED, False)
     # a RayService's serve Service for a cluster the watch has not delivered yet: retried
     result = verdict("service", SERVICE, [create(serve_svc("rs-new", "uid-rs-new"))], WORLD)
     assert (result.admitted, result.retry) == (False, True)
