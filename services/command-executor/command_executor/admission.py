@@ -138,11 +138,16 @@ class Admission:
     async def check(self, msg: Msg, batch: CommandBatch, *, status: bool, report: Report) -> bool:
         """True: apply it. False: the message is settled here (nak to look again later, or refused)."""
         verdict = self.verdict(batch, subject=msg.subject, status=status)
-        deadline = time.monotonic() + self.hold_s
-        while verdict.retry and time.monotonic() < deadline:
+        started = time.monotonic()
+        held = verdict.retry
+        while verdict.retry and time.monotonic() < started + self.hold_s:
             await asyncio.sleep(0.05)  # the watch delivers in the background; look again
             verdict = self.verdict(batch, subject=msg.subject, status=status)
         if verdict.admitted:
+            if held:
+                log.info("batch admitted once the executor's watch saw its object", extra={
+                    "reconcile_id": batch.reconcile_id, "key": str(batch.key),
+                    "waited_s": round(time.monotonic() - started, 3)})
             return True
         # JetStream stops redelivering after max_deliver: decide on the last delivery at the latest.
         delivered = msg.metadata.num_delivered if msg.metadata is not None else 1
