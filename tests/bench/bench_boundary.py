@@ -88,7 +88,7 @@ async def executor_creates(nats_url: str, kubeconfig: Path, *, names: list[str],
     await nc.close()
     service = CommandExecutorService(ExecutorSettings(
         nats_url=nats_url, kubeconfig=str(kubeconfig), replica_id="bench", concurrency=concurrency,
-        kube_qps=qps, kube_burst=burst))
+        kube_qps=qps, kube_burst=burst, admission=False))
     start = time.perf_counter()
     await service.start()
     while service.applied < len(names):

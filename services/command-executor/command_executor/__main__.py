@@ -15,10 +15,13 @@ def main() -> None:
     parser.add_argument("--kube-api-qps", type=float, default=float(env("RAYBUS_KUBE_API_QPS", "100")))
     parser.add_argument("--kube-api-burst", type=int, default=int(env("RAYBUS_KUBE_API_BURST", "200")))
     parser.add_argument("--concurrency", type=int, default=int(env("RAYBUS_EXECUTOR_CONCURRENCY", "32")))
+    # Executor admission: how long a batch whose Ray object the watch has not seen is retried.
+    parser.add_argument("--admission-wait-s", type=float, default=float(env("RAYBUS_ADMISSION_WAIT_S", "30")))
     args = parser.parse_args()
     common = common_settings(SERVICE, args)
     settings = ExecutorSettings(**{**common.model_dump(), "kube_qps": args.kube_api_qps,
-                                   "kube_burst": args.kube_api_burst, "concurrency": args.concurrency})
+                                   "kube_burst": args.kube_api_burst, "concurrency": args.concurrency,
+                                   "admission_wait_s": args.admission_wait_s})
     asyncio.run(run_service(settings, create_app(settings)))
 
 

@@ -32,6 +32,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from opentelemetry import trace
 
+from command_executor.admission import Admission
 from command_executor.executor import BatchResult, Executor
 from command_executor.mapping import describe, target_of
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
@@ -69,6 +70,12 @@ class ExecutorSettings(CommonSettings):
     nak_delay_s: float = 1.0  # first redelivery delay after a transient error; doubles, capped
     status_retries: int = 5
     status_defer_s: float = 5.0  # longest a RayCluster status write yields to command batches
+    # Admission (command_executor/admission.py): how long a batch whose Ray object the executor's
+    # watch has not seen yet is retried before it is refused.
+    admission_wait_s: float = 30.0
+    # Off only for tests of the apply/ledger mechanics that publish hand-made batches without a
+    # watcher; admission has its own tests. Never off in a deployment.
+    admission: bool = True
 
 
 class CommandExecutorService:
@@ -77,6 +84,7 @@ class CommandExecutorService:
         self._kube = kube
         self.executor: Executor | None = None
         self.ledger: BatchLedger | None = None
+        self.admission: Admission | None = None
         self.bus = BusSettings(partitions=settings.partitions, executor_ack_wait_s=settings.ack_wait_s,
                                max_deliver=settings.max_deliver, declare=settings.bus_declare)
         self._nc: NATS | None = None
@@ -103,6 +111,10 @@ class CommandExecutorService:
         js = self.nc.jetstream()
         await ensure_streams(js, self.bus)
         self.ledger = await BatchLedger.open(js, declare=self.bus.declare)
+        if self.settings.admission:
+            self.admission = Admission(self.nc, service=SERVICE, wait_s=self.settings.admission_wait_s,
+                                       max_deliver=self.settings.max_deliver)
+            await self.admission.start()
         self._workers = [
             PullWorkers(self.nc, stream=s.STREAM_COMMANDS, config=command_consumer_config(self.bus),
                         handler=self._handle_command, concurrency=self.settings.concurrency,
@@ -117,6 +129,9 @@ class CommandExecutorService:
     async def stop(self) -> None:
         for workers in self._workers:
             await workers.stop()
+        if self.admission is not None:
+            with contextlib.suppress(Exception):
+                await self.admission.stop()
         if self._nc is not None:
             with contextlib.suppress(Exception):
                 await self._nc.drain()
@@ -135,7 +150,7 @@ class CommandExecutorService:
     # --- status writes: level state, last value per object; no ledger needed ---------------------
     async def _handle_status(self, msg: Msg) -> None:
         batch = await self._decode(msg)
-        if batch is None:
+        if batch is None or not await self._admit(msg, batch, status=True):
             return
         assert self.executor is not None
         if batch.controller == s.Controller.CLUSTER.value:
@@ -164,7 +179,7 @@ class CommandExecutorService:
     # --- command batches: through the ledger ---------------------------------------------------------
     async def _handle_command(self, msg: Msg) -> None:
         batch = await self._decode(msg)
-        if batch is None:
+        if batch is None or not await self._admit(msg, batch, status=False):  # before any claim
             return
         assert self.ledger is not None
         holder = f"{self.settings.replica_id}/{uuid.uuid4().hex[:8]}"  # one per handling
@@ -191,6 +206,15 @@ class CommandExecutorService:
             await msg.ack()
             MESSAGES.labels(SERVICE, "command", "failed" if batch_result.failed else "ok").inc()
             self.applied += 1
+
+    async def _admit(self, msg: Msg, batch: CommandBatch, *, status: bool) -> bool:
+        """Admission (issue 18): only a batch a reconciler could have produced is applied."""
+        if self.admission is None:
+            return True
+        admitted = await self.admission.check(msg, batch, status=status, report=self._report)
+        if not admitted:
+            MESSAGES.labels(SERVICE, "status" if status else "command", "not_admitted").inc()
+        return admitted
 
     async def _answer_unclaimed(self, msg: Msg, batch: CommandBatch, record: BatchRecord | None) -> None:
         """A batch we may not apply: already done (redelivered/duplicated), revoked by its

@@ -53,7 +53,8 @@ async def outcome(js: JetStreamContext, reconcile_id: str) -> Outcome:
 
 async def start_executor(nats_url: str, kubeconfig: Path, kube: KubeClient | None = None) -> CommandExecutorService:
     service = CommandExecutorService(
-        ExecutorSettings(nats_url=nats_url, kubeconfig=str(kubeconfig), replica_id="x0", nak_delay_s=0.2),
+        ExecutorSettings(nats_url=nats_url, kubeconfig=str(kubeconfig), replica_id="x0", nak_delay_s=0.2,
+                         admission=False),
         kube=kube)
     await service.start()
     return service

@@ -66,7 +66,7 @@ async def test_two_replicas_apply_every_batch_once_even_when_it_is_delivered_twi
             kube = CountingKube(await new_api_client(str(kubeconfig)), posts)
             service = CommandExecutorService(ExecutorSettings(
                 nats_url=nats_server.url, kubeconfig=str(kubeconfig), replica_id=replica,
-                concurrency=4, ack_wait_s=1.0, nak_delay_s=0.2), kube=kube)
+                concurrency=4, ack_wait_s=1.0, nak_delay_s=0.2, admission=False), kube=kube)
             await service.start()
             replicas.append(service)
 

@@ -51,7 +51,10 @@ async def test_services_as_processes_close_the_loop(nats_server: NatsServer, kub
             s.Controller.CLUSTER, namespace="default", name=name)), what="cluster trigger")
         head = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"{name}-head", "labels": {"ray.io/cluster": name,
-                                                                 "ray.io/node-type": "head"}},
+                                                                 "ray.io/node-type": "head"},
+                             # owned by the live RayCluster, or the executor's admission refuses it
+                             "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                                                  "name": name, "uid": cluster.uid, "controller": True}]},
                 "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.52.0"}]}}
         await publish_commands(js, CommandBatch(
             key=ObjectKey(namespace="default", name=name), kind="raycluster", uid=cluster.uid,

@@ -76,7 +76,8 @@ async def start_executor(server: RunningApiServer, nats_url: str, tmp_path: Path
     token = server.service_account_token("raybus-system", "raybus-command-executor")
     kubeconfig = write_kubeconfig(tmp_path / "executor", server.url, token=token)
     service = CommandExecutorService(ExecutorSettings(nats_url=nats_url, kubeconfig=str(kubeconfig),
-                                                      replica_id="x0", nak_delay_s=0.2))
+                                                      replica_id="x0", nak_delay_s=0.2,
+                                                      admission=False))
     await service.start()
     return service
 
