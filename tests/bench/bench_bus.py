@@ -15,7 +15,9 @@ from pathlib import Path
 
 import nats
 
+from raybus.bus import security
 from raybus.bus import subjects as s
+from raybus.bus.declare import declare_bus
 from raybus.bus.envelopes import ObjectKey
 from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.runtime.cache import ObjectCache
@@ -26,7 +28,7 @@ from tests.integration.bus.helpers import publish_version
 
 
 async def _hops(nc: nats.NATS, settings: BusSettings, *, samples: int, debounce_s: float,
-                prefix: str) -> list[float]:
+                prefix: str, pub: nats.NATS | None = None) -> list[float]:
     """Publish `samples` objects (object + trigger, as the watcher does); seconds until each reconcile."""
     sent: dict[str, float] = {}
     hops: list[float] = []
@@ -45,7 +47,7 @@ async def _hops(nc: nats.NATS, settings: BusSettings, *, samples: int, debounce_
                                 primary_kind=s.Kind.RAYCLUSTER, reconcile=reconcile,
                                 bus=settings, debounce_s=debounce_s)
     await runtime.start()
-    js = nc.jetstream()
+    js = (pub or nc).jetstream()
     for i in range(samples):
         name = f"{prefix}{i}"
         sent[name] = time.perf_counter()
@@ -93,6 +95,28 @@ async def bench(samples: int) -> None:
         print(_line("floor  jetstream publish -> receive:                           ", floor))
         print(f"ratio (debounce off / floor) p50={statistics.median(hop) / statistics.median(floor):.2f}x "
               f"p99={pct(hop, 0.99) / pct(floor, 0.99):.2f}x")
+        secure = await _secure_hops(samples)
+        print(_line("the hop on the secured bus (TLS, watcher -> cluster-reconciler users):", secure))
+        print(f"secured / plain (debounce off) p50={statistics.median(secure) / statistics.median(hop):.2f}x "
+              f"p99={pct(secure, 0.99) / pct(hop, 0.99):.2f}x")
+    finally:
+        server.stop()
+
+
+async def _secure_hops(samples: int) -> list[float]:
+    """The same hop on a bus as deployed (bus/security.py): TLS, the watcher publishing and the
+    cluster-reconciler consuming under their own users and permissions."""
+    home = Path(tempfile.mkdtemp(prefix="bench-bus-tls-"))
+    server = start_nats(home / "nats", secrets=security.generate(home / "secrets"))
+    try:
+        await declare_bus(server.options("bus-admin"))
+        reconciler = await nats.connect(**server.options("cluster-reconciler"))
+        watcher = await nats.connect(**server.options("watcher"))
+        hops = await _hops(reconciler, BusSettings(partitions=16, declare=False), samples=samples,
+                           debounce_s=0.0, prefix="t", pub=watcher)
+        await watcher.close()
+        await reconciler.close()
+        return hops
     finally:
         server.stop()
 

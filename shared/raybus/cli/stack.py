@@ -3,6 +3,7 @@ all start exactly the same processes the same way."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -10,7 +11,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from raybus.bus import declare as bus_declare
 from raybus.bus import security
 from raybus.bus.permissions import SERVICE_ROLES, Role
 from raybus.testing.servers import (
@@ -170,26 +173,9 @@ class LocalStack:
             self.nats.stop()
 
 
-def declare_bus(options: dict[str, object]) -> None:
-    """What `raybus bus-init` does: as bus-admin, declare every stream and KV bucket (services on a
-    secured bus may only wait for them)."""
-    import asyncio
-
-    import nats
-
-    from raybus.bus.ledger import BatchLedger
-    from raybus.bus.streams import ensure_leases, ensure_streams
-
-    async def run() -> None:
-        nc = await nats.connect(**options)  # type: ignore[arg-type]
-        try:
-            js = nc.jetstream()
-            await ensure_streams(js)
-            await ensure_leases(js)
-            await BatchLedger.open(js)
-        finally:
-            await nc.close()
-    asyncio.run(run())
+def declare_bus(options: dict[str, Any]) -> None:
+    """`raybus bus-init` from synchronous code (the stack starts before any event loop runs)."""
+    asyncio.run(bus_declare.declare_bus(options))
 
 
 def stop_proc(proc: Proc, *, kill: bool = False) -> None:

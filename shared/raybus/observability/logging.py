@@ -30,4 +30,11 @@ def setup_logging(service: str, level: str = "INFO") -> logging.Logger:
     root.setLevel(level)
     for noisy in ("nats", "aiohttp.access", "httpx", "faststream"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("asyncio").addFilter(_tls_close_notice)
     return logging.getLogger(service)
+
+
+def _tls_close_notice(record: logging.LogRecord) -> bool:
+    """asyncio warns on every TLS connection a peer closes first (nats-py's protocol returns True
+    from eof_received); on a TLS bus that is each reconnect, and says nothing an operator can act on."""
+    return "eof_received() has no effect when using ssl" not in record.getMessage()
