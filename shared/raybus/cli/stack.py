@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 
 from raybus.testing.servers import (
@@ -26,6 +27,19 @@ SERVICES = ["watcher", "command_executor", "cluster_reconciler", "job_reconciler
 # The services that talk to Kubernetes, and their ServiceAccounts in deploy/k8s/raybus.yaml.
 SERVICE_ACCOUNTS = {"watcher": "raybus-watcher", "command_executor": "raybus-command-executor"}
 RBAC_MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "k8s" / "raybus.yaml"
+# Where the Ray heads answer: the simulator's by default, a real head's (`ray start --head`) when
+# the user's environment or `raybus up --dashboard-url-template/--proxy-url-template` says so.
+HEAD_TEMPLATES = ("RAYBUS_DASHBOARD_URL_TEMPLATE", "RAYBUS_PROXY_URL_TEMPLATE")
+
+
+def stack_env(defaults: dict[str, str], environ: Mapping[str, str], overrides: dict[str, str]) -> dict[str, str]:
+    """The stack's own settings: `overrides` (flags, extra_env) > the user's environment for the
+    head templates > the simulator's defaults. Everything else of ours (NATS, Redis, kubeconfig)
+    always names this stack's servers, whatever the environment says."""
+    env = dict(defaults)
+    env.update({k: environ[k] for k in HEAD_TEMPLATES if environ.get(k)})
+    env.update(overrides)
+    return env
 
 
 @dataclass
@@ -74,14 +88,13 @@ class LocalStack:
         self.nats = start_nats(self.home / "nats")
         self.redis = start_redis(self.home / "redis")
         self.api_port, self.dashboard_port = free_port(), free_port()
-        self.env = {
+        self.env = stack_env({
             "RAYBUS_NATS_URL": self.nats.url, "RAYBUS_REDIS_URL": self.redis.url,
             "RAYBUS_KUBECONFIG": str(self.kubeconfig),
             "RAYBUS_DASHBOARD_URL_TEMPLATE": f"{self.dashboard_url}/{{namespace}}/{{cluster}}",
             # the simulated heads' Serve proxies (a real head: http://{pod_ip}:{port})
             "RAYBUS_PROXY_URL_TEMPLATE": f"{self.dashboard_url}/{{namespace}}/{{cluster}}/serve",
-            **self.extra_env,
-        }
+        }, os.environ, self.extra_env)
         (self.home / "env").write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
         # The watcher and the command-executor run with their ServiceAccounts' tokens, bound to
         # the ClusterRoles of deploy/k8s/raybus.yaml: every missing permission shows up here, as
