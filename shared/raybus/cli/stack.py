@@ -155,11 +155,17 @@ class LocalStack:
         return new
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            with contextlib.suppress(ProcessLookupError):
-                proc.popen.terminate()
-        for proc in reversed(self.procs):
-            stop_proc(proc)
+        """Services first (all at once, then wait for each), then the simulator, then Redis and
+        NATS: a service still stopping may write to Kubernetes or ack on the bus, and must find
+        them there (a NATS server gone first makes it log `nats: unexpected EOF` errors)."""
+        services = [p for p in self.procs if p.argv[1:3] in (["-m", s] for s in SERVICES)]
+        rest = [p for p in self.procs if p not in services]
+        for tier in (services, rest):
+            for proc in reversed(tier):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.popen.terminate()
+            for proc in reversed(tier):
+                stop_proc(proc)
         if self.redis is not None:
             self.redis.stop()
         if self.nats is not None:
