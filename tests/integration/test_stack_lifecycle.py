@@ -170,3 +170,24 @@ def test_make_run_interrupted_during_the_demo_runs_all_samples_again(tmp_path: P
     assert "demo: RayService default/rayservice-sample is ready" in out, out
     for log, offset in offsets.items():  # a clean stop of the second run too
         assert _errors(log, offset) == [], log.name
+
+
+def test_the_poller_runs_with_the_users_head_templates_and_a_flag_wins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`raybus up` against real Ray heads: the dashboard-poller process gets the user's
+    RAYBUS_*_URL_TEMPLATE, not the simulator's, and a flag (extra_env) beats the environment."""
+    monkeypatch.setenv("RAYBUS_DASHBOARD_URL_TEMPLATE", "http://127.0.0.1:8265")
+    monkeypatch.setenv("RAYBUS_PROXY_URL_TEMPLATE", "http://env-proxy:8000")
+    stack = LocalStack(home=tmp_path / "home", services=["dashboard_poller"],
+                       extra_env={"RAYBUS_PROXY_URL_TEMPLATE": "http://flag-proxy:8000"})
+    try:
+        stack.start()
+        poller = stack.proc("dashboard-poller")
+        environ = dict(item.split("=", 1) for item in
+                       Path(f"/proc/{poller.popen.pid}/environ").read_text().split("\0") if "=" in item)
+        assert environ["RAYBUS_DASHBOARD_URL_TEMPLATE"] == "http://127.0.0.1:8265"
+        assert environ["RAYBUS_PROXY_URL_TEMPLATE"] == "http://flag-proxy:8000"
+        assert stack.nats is not None and environ["RAYBUS_NATS_URL"] == stack.nats.url
+        assert "RAYBUS_DASHBOARD_URL_TEMPLATE=http://127.0.0.1:8265" in (stack.home / "env").read_text()
+    finally:
+        stack.stop()

@@ -8,8 +8,8 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from raybus.testing.servers import (
