@@ -143,11 +143,12 @@ async def test_active_and_pre_running_deadlines(jobs: Jobs) -> None:
     active = await jobs.apply(rayjob_doc(name="e2e-deadline", entrypoint="sleep 900", activeDeadlineSeconds=5,
                                          backoffLimit=2))
     pre = await jobs.apply(rayjob_doc(name="e2e-prerunning", submissionMode="InteractiveMode",
-                                      preRunningDeadlineSeconds=3))
+                                      preRunningDeadlineSeconds=3, backoffLimit=1))
     a, p = await asyncio.gather(jobs.wait_status(active, "Failed", timeout=30), jobs.wait_status(pre, "Failed", timeout=30))
     assert status(a)["reason"] == "DeadlineExceeded" and status(a)["failed"] == 1  # never retried
     assert status(a)["message"].startswith("The RayJob has passed the activeDeadlineSeconds.")
-    assert status(p)["reason"] == "PreRunningDeadlineExceeded"
+    # v1.7 retries PreRunningDeadlineExceeded under backoffLimit: each attempt gets its own deadline.
+    assert status(p)["reason"] == "PreRunningDeadlineExceeded" and status(p)["failed"] == 2
     assert len(await jobs.clusters(active)) == 1
 
 

@@ -16,9 +16,11 @@ from raybus.decisions.job import constants as c
 from raybus.decisions.job.timefmt import go_date_time, go_time_string, parse_time
 from raybus.decisions.job.work import Work
 
-# Deadline failures are never retried: a retry restarts status.startTime and so the deadline itself.
+# checkBackoffLimitAndUpdateStatusIfNeeded (v1.7): DeadlineExceeded and JobStatusCheckTimeoutExceeded
+# are never retried; PreRunningDeadlineExceeded is (a retry restarts status.startTime in New, so the
+# new attempt gets a whole pre-running deadline of its own).
 NOT_RETRIED = frozenset({JobFailedReason.DEADLINE_EXCEEDED.value,
-                         JobFailedReason.PRE_RUNNING_DEADLINE_EXCEEDED.value})
+                         JobFailedReason.JOB_STATUS_CHECK_TIMEOUT_EXCEEDED.value})
 
 
 def is_job_terminal(status: str) -> bool:
@@ -210,8 +212,9 @@ def check_backoff_limit(w: Work) -> None:
     limit = w.job.spec.backoff_limit
     if w.jds == "Failed" and limit is not None and failed < limit + 1:
         if w.get("reason") in NOT_RETRIED:
-            w.log(f"RayJob is not eligible for retry due to failure with {w.get('reason')} "
-                  f"(backoffLimit {limit}, failed {failed})")
+            w.log("RayJob is not eligible for retry due to failure with DeadlineExceeded or "
+                  f"JobStatusCheckTimeoutExceeded (reason {w.get('reason')}, "
+                  f"backoffLimit {limit}, failed {failed})")
             return
         w.log(f"RayJob is eligible for retry (backoffLimit {limit}, failed {failed}): JobDeploymentStatus -> Retrying")
         w.jds = "Retrying"
