@@ -11,7 +11,12 @@ from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import RayService
 from raybus.decisions.service import constants as c
 from raybus.decisions.service import incremental as inc
-from raybus.decisions.service.clusters import generate_ray_cluster_name, should_prepare_new_cluster, spec_hash
+from raybus.decisions.service.clusters import (
+    generate_ray_cluster_name,
+    should_prepare_new_cluster,
+    spec_for_hashing,
+    spec_hash,
+)
 from raybus.decisions.service.model import ServeConfigCacheEntry, ServiceSettings, ServiceSnapshot
 from raybus.decisions.service.services import (
     cluster_name_from_service,
@@ -99,7 +104,7 @@ def calculate_status(service: RayService, status: Json, *, snapshot: ServiceSnap
         taken = {str((x.get("metadata") or {}).get("name")) for x in snapshot.clusters}
         taken |= {(status.get(k) or {}).get("rayClusterName") or "" for k in BLOCKS}
         taken |= set(snapshot.deletion_deadlines) | set(cache)
-        name = generate_ray_cluster_name(service, goal_hash=spec_hash(service.spec.ray_cluster_config),
+        name = generate_ray_cluster_name(service, goal_hash=spec_hash(spec_for_hashing(service)),
                                          taken=taken, entropy=snapshot.entropy)
         new_block: Json = {"rayClusterName": name}
         active_block = status.get("activeServiceStatus") or {}

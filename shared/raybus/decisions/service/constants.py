@@ -24,6 +24,7 @@ READY: Final = "Ready"
 UPGRADE_IN_PROGRESS: Final = "UpgradeInProgress"
 SUSPENDING: Final = "Suspending"
 SUSPENDED: Final = "Suspended"
+ROLLBACK_IN_PROGRESS: Final = "RollbackInProgress"
 
 # Condition reasons (RayServiceConditionReason)
 INITIALIZING: Final = "Initializing"
