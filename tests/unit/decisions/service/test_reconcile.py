@@ -347,7 +347,7 @@ def test_missing_serve_port_is_kuberays_error() -> None:
     for _ in range(5):
         w.start_heads()
         d = w.step()
-    assert d.error is not None and d.error.startswith("Please specify the port named 'serve'")
+    assert d.error is not None and d.error.startswith("Please specify a port named 'serve' (or with the prefix 'serve-'")
     assert SERVE_SVC not in w.services
 
 
