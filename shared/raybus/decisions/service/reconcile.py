@@ -36,6 +36,7 @@ from raybus.decisions.service.model import (
     ServiceSnapshot,
 )
 from raybus.decisions.service.ray_cluster import reconcile_ray_cluster
+from raybus.decisions.service.rollback import ROLLBACK_IMPOSSIBLE, is_rollback_in_progress, reconcile_rollback_state
 from raybus.decisions.service.serve import (
     ServeResult,
     apply_dashboard_results,
@@ -200,7 +201,14 @@ def reconcile_rayservice(snapshot: ServiceSnapshot, *, settings: ServiceSettings
     rnd.reasons += pair.reasons
     active, pending = pair.active, pair.pending
     incremental = is_incremental_upgrade_enabled(service.spec, gates)
+    if incremental:
+        # v1.7: decide the rollback state right before the serving decisions.
+        impossible = reconcile_rollback_state(service, status, active, pending, now=now)
+        if impossible is not None:
+            rnd.commands.append(RecordEvent(reason=impossible, target=service_ref(service), type="Warning",
+                                            event_reason=ROLLBACK_IMPOSSIBLE, message=impossible))
     incr_in_progress = incremental and is_condition_true(status, c.UPGRADE_IN_PROGRESS)
+    rolling_back = incremental and is_rollback_in_progress(status)
     serve_active = active is not None and (
         (pending is None and not should_prepare_new_cluster(
             service, active, None, is_pending_cluster_serving=False, gates=gates,
@@ -243,7 +251,11 @@ def reconcile_rayservice(snapshot: ServiceSnapshot, *, settings: ServiceSettings
             continue
         res = reconcile_serve(service, cluster, heads[cluster.name][0], status=status,
                               observation=snapshot.observations.get(cluster.name), cached=cache.get(cluster.name),
-                              gates=gates, incremental=incremental, skip_config_update=is_active and incr_in_progress,
+                              gates=gates, incremental=incremental,
+                              # v1.7: the active cluster keeps its config during an upgrade, the
+                              # pending one gets none during a rollback (it only drains).
+                              skip_config_update=(is_active and incr_in_progress and not rolling_back)
+                              or (not is_active and rolling_back),
                               now=now)
         rnd.reasons += res.reasons
         rnd.dashboard += res.dashboard_commands
