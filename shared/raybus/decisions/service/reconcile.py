@@ -26,7 +26,11 @@ from raybus.decisions.dashboard_contract import DashboardCommand, DashboardInter
 from raybus.decisions.service import constants as c
 from raybus.decisions.service import incremental as inc
 from raybus.decisions.service.calculate import calculate_status
-from raybus.decisions.service.cleanup import associated_clusters, clean_up_ray_cluster_instance, delete_cluster
+from raybus.decisions.service.cleanup import (
+    associated_clusters,
+    clean_up_ray_cluster_instance,
+    delete_cluster,
+)
 from raybus.decisions.service.clusters import should_prepare_new_cluster
 from raybus.decisions.service.interest import cluster_interest
 from raybus.decisions.service.model import (
@@ -36,7 +40,11 @@ from raybus.decisions.service.model import (
     ServiceSnapshot,
 )
 from raybus.decisions.service.ray_cluster import reconcile_ray_cluster
-from raybus.decisions.service.rollback import ROLLBACK_IMPOSSIBLE, is_rollback_in_progress, reconcile_rollback_state
+from raybus.decisions.service.rollback import (
+    ROLLBACK_IMPOSSIBLE,
+    is_rollback_in_progress,
+    reconcile_rollback_state,
+)
 from raybus.decisions.service.serve import (
     ServeResult,
     apply_dashboard_results,

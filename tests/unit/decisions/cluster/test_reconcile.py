@@ -250,9 +250,8 @@ def test_autoscaler_v1_restart_policy_warning(version: str | None, policies: dic
     if warned is None:
         assert warnings == []
     else:
-        assert [(w.event_reason, w.message) for w in warnings] == [(
-            "InvalidRayClusterSpec",
-            f"RayCluster spec warning ns/demo: restartPolicy for worker groups {warned} should be Never or unset "
-            "when using autoscaler V1")]
+        expected = (f"RayCluster spec warning ns/demo: restartPolicy for worker groups {warned} should be Never "
+                    "or unset when using autoscaler V1")
+        assert [(w.event_reason, w.message) for w in warnings] == [("InvalidRayClusterSpec", expected)]
     if version != "v2":  # (v2 rejects such a group in ValidateRayClusterSpec instead)
         assert creates(d)  # not a blocking validation error

@@ -216,7 +216,7 @@ def test_rollback_completes_with_a_crashed_pending_head() -> None:
 
 def test_rollback_cancelled_when_the_spec_returns_to_b() -> None:
     w = World(manifest())
-    a, b = _upgrade_to_b(w, pending_traffic=25)
+    _a, b = _upgrade_to_b(w, pending_traffic=25)
     spec_b = w.service["spec"]["rayClusterConfig"]
     w.update_spec(rayClusterConfig={"headGroupSpec": {"template": head_template()}})
     _round(w)
