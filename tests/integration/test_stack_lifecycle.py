@@ -112,3 +112,82 @@ def test_children_do_not_outlive_a_killed_raybus_up(tmp_path: Path) -> None:
                 pass
         if up.poll() is None:
             up.kill()
+
+
+def _read_until(up: subprocess.Popen[str], needle: str, timeout: float, seen: list[str]) -> None:
+    assert up.stdout is not None
+    deadline = time.monotonic() + timeout
+    for line in up.stdout:  # raybus up prints one line at least every demo transition
+        seen.append(line)
+        if needle in line:
+            return
+        assert time.monotonic() < deadline, f"no {needle!r} after {timeout}s:\n{''.join(seen)}"
+    raise AssertionError(f"raybus up exited before {needle!r}:\n{''.join(seen)}")
+
+
+def _errors(log: Path, offset: int) -> list[str]:
+    with log.open("rb") as f:
+        f.seek(offset)
+        return [line for line in f.read().decode(errors="replace").splitlines() if '"level": "ERROR"' in line]
+
+
+def test_make_run_interrupted_during_the_demo_runs_all_samples_again(tmp_path: Path) -> None:
+    """Ctrl-C while the sample RayJob runs, then `make run` again (same home): a terminal's Ctrl-C
+    (SIGINT to the whole process group) stops the services before NATS, without errors, and the
+    second run starts the RayJob the restart failed afresh, then applies the RayService."""
+    home = tmp_path / "home"
+    raybus = [str(Path(sys.executable).parent / "raybus"), "up", "--home", str(home), "--demo"]
+    first = subprocess.Popen(raybus, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)  # its own process group, as `make run` in a terminal
+    seen: list[str] = []
+    try:
+        _read_until(first, "jobDeploymentStatus=Running", 180, seen)
+        os.killpg(first.pid, signal.SIGINT)  # what the terminal does: every process of the group
+        out, _ = first.communicate(timeout=3 * STOP_GRACE_S + 30)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    assert "stopped" in out, "".join(seen) + out
+    # NATS was stopped by `raybus up` (SIGTERM) after the services, not by the terminal's SIGINT
+    nats_log = (home / "nats" / "server.log").read_text()
+    assert 'Trapped "terminated" signal' in nats_log and 'Trapped "interrupt"' not in nats_log
+    logs = sorted((home / "logs").glob("*.log"))
+    assert {log.name for log in logs} >= {"watcher.log", "job-reconciler.log", "dashboard-poller.log"}
+    for log in logs:
+        assert _errors(log, 0) == [], log.name
+    offsets = {log: log.stat().st_size for log in logs}
+
+    second = subprocess.Popen([*raybus, "--exit-after-demo"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = second.communicate(timeout=360)
+    finally:
+        if second.poll() is None:
+            os.killpg(second.pid, signal.SIGKILL)
+    assert second.returncode == 0, out
+    assert "RayJob default/rayjob-sample from an earlier run did not finish" in out, out
+    assert "demo: RayJob default/rayjob-sample completed" in out, out
+    assert "demo: RayService default/rayservice-sample is ready" in out, out
+    for log, offset in offsets.items():  # a clean stop of the second run too
+        assert _errors(log, offset) == [], log.name
+
+
+def test_the_poller_runs_with_the_users_head_templates_and_a_flag_wins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`raybus up` against real Ray heads: the dashboard-poller process gets the user's
+    RAYBUS_*_URL_TEMPLATE, not the simulator's, and a flag (extra_env) beats the environment."""
+    monkeypatch.setenv("RAYBUS_DASHBOARD_URL_TEMPLATE", "http://127.0.0.1:8265")
+    monkeypatch.setenv("RAYBUS_PROXY_URL_TEMPLATE", "http://env-proxy:8000")
+    stack = LocalStack(home=tmp_path / "home", services=["dashboard_poller"],
+                       extra_env={"RAYBUS_PROXY_URL_TEMPLATE": "http://flag-proxy:8000"})
+    try:
+        stack.start()
+        poller = stack.proc("dashboard-poller")
+        environ = dict(item.split("=", 1) for item in
+                       Path(f"/proc/{poller.popen.pid}/environ").read_text().split("\0") if "=" in item)
+        assert environ["RAYBUS_DASHBOARD_URL_TEMPLATE"] == "http://127.0.0.1:8265"
+        assert environ["RAYBUS_PROXY_URL_TEMPLATE"] == "http://flag-proxy:8000"
+        assert stack.nats is not None and environ["RAYBUS_NATS_URL"] == stack.nats.url
+        assert "RAYBUS_DASHBOARD_URL_TEMPLATE=http://127.0.0.1:8265" in (stack.home / "env").read_text()
+    finally:
+        stack.stop()

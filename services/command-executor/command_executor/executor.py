@@ -29,11 +29,13 @@ from typing import Any
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from command_executor.mapping import (
+    core_event_manifest,
     describe,
     event_manifest,
     failure_event,
     failure_reason,
     involved_object,
+    micro_time,
     success_event,
     target_of,
 )
@@ -52,7 +54,8 @@ from raybus.observability.metrics import COMMANDS
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
-EVENT_RES = resource_for("v1", "Event")
+EVENT_RES = resource_for("events.k8s.io/v1", "Event")  # as KubeRay v1.7 records them
+CORE_EVENT_RES = resource_for("v1", "Event")
 
 
 @dataclass
@@ -123,6 +126,7 @@ class Executor:
         self._users: dict[tuple[str, str, str], int] = {}
         # client-go's EventCorrelator: identical events bump count on the existing Event (LRU 4096).
         self._events: OrderedDict[tuple[str, ...], tuple[str, int]] = OrderedDict()
+        self._core_events = False  # events.k8s.io was forbidden: core/v1 Events from then on
 
     async def apply(self, batch: CommandBatch) -> BatchResult:
         """Serial per object within this replica: two batches for one RayCluster never interleave."""
@@ -289,16 +293,24 @@ class Executor:
         return 200, "", _rv(written)
 
     async def record_event(self, involved: ObjectRef, *, type_: str, reason: str, message: str) -> None:
-        """Best effort, like client-go's recorder: a failed Event never fails the command."""
+        """Best effort, like client-go's recorder: a failed Event never fails the command.
+
+        events.k8s.io/v1 as KubeRay v1.7 records them; a repeat becomes a series. Where the
+        executor's RBAC does not allow events.k8s.io (403), it says so once and writes core/v1
+        Events instead, so Events never silently stop."""
         key = (involved.namespace, involved.kind, involved.name, involved.uid or "", type_, reason, message)
         now = datetime.now(UTC)
         try:
             seen = self._events.get(key)
             if seen is not None:
                 name, count = seen
+                patch: Json = ({"count": count + 1, "lastTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                               if self._core_events else
+                               # client-go's events/v1 recorder: a repeated isomorphic Event is a series.
+                               {"series": {"count": count + 1, "lastObservedTime": micro_time(now)}})
                 try:
-                    await self._events_kube.merge_patch(EVENT_RES, namespace=involved.namespace, name=name, patch={
-                        "count": count + 1, "lastTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
+                    await self._events_kube.merge_patch(CORE_EVENT_RES if self._core_events else EVENT_RES,
+                                                        namespace=involved.namespace, name=name, patch=patch)
                     self._events[key] = (name, count + 1)
                     self._events.move_to_end(key)
                     return
@@ -307,7 +319,19 @@ class Executor:
                         raise
             body = event_manifest(involved, type_=type_, reason=reason, message=message, now=now,
                                   host=self._host)
-            await self._events_kube.create(EVENT_RES, body, namespace=involved.namespace)
+            if not self._core_events:
+                try:
+                    await self._events_kube.create(EVENT_RES, body, namespace=involved.namespace)
+                except KubeError as exc:
+                    if exc.code != 403:
+                        raise
+                    log.warning("events.k8s.io events are forbidden to the executor: recording core/v1 "
+                                "Events instead (grant events.k8s.io events create/patch)")
+                    self._core_events = True
+            if self._core_events:
+                body = core_event_manifest(involved, type_=type_, reason=reason, message=message, now=now,
+                                           host=self._host)
+                await self._events_kube.create(CORE_EVENT_RES, body, namespace=involved.namespace)
             self._events[key] = (body["metadata"]["name"], 1)
             if len(self._events) > 4096:
                 self._events.popitem(last=False)

@@ -140,20 +140,69 @@ def failure_event(cmd: Command, error: str, *, cluster: ObjectRef) -> tuple[str,
     return "Warning", reason, failure_message(cmd, cluster=cluster, error=error)[:1024]
 
 
+# K8sEventAction (utils/constant.go) by event reason, as KubeRay passes it to Eventf.
+_ACTION_PREFIXES = (("Created", "Create"), ("FailedToCreate", "Create"), ("Deleted", "Delete"),
+                    ("FailedToDelete", "Delete"), ("ForceDeleted", "Cleanup"), ("Updated", "Update"),
+                    ("FailedToUpdate", "Update"), ("FailedToCleanup", "Cleanup"), ("Invalid", "Validate"))
+_ACTION_EXACT = {"BatchSchedulerCleanedUp": "Cleanup", "AutoscalerServiceAccountNotFound": "Validate",
+                 "RayClusterNotFound": "Validate", "NetworkPolicyNameCollision": "Validate",
+                 "RayServiceInitializingTimeout": "Reconcile", "RollbackImpossible": "Reconcile"}
+# mgr.GetEventRecorder("<name>") of each KubeRay controller, by the object the Event is about.
+_CONTROLLER_BY_KIND = {"RayCluster": "raycluster-controller", "RayJob": "rayjob-controller",
+                       "RayService": "rayservice-controller", "RayCronJob": "raycronjob-controller"}
+
+
+def event_action(reason: str) -> str:
+    """The `action` KubeRay v1.7 records with this reason (Reconcile when it names none)."""
+    if reason in _ACTION_EXACT:
+        return _ACTION_EXACT[reason]
+    for prefix, action in _ACTION_PREFIXES:
+        if reason.startswith(prefix):
+            return action
+    return "Reconcile"
+
+
+def reporting_controller(involved: ObjectRef, reason: str) -> str:
+    """KubeRay v1.7's per-controller recorder name (NetworkPolicy Events come from its own controller)."""
+    if "NetworkPolicy" in reason:
+        return "networkpolicy-controller"
+    return _CONTROLLER_BY_KIND.get(involved.kind, f"{involved.kind.lower()}-controller")
+
+
+def micro_time(now: datetime) -> str:
+    """metav1.MicroTime's RFC 3339 with microseconds."""
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def core_event_manifest(involved: ObjectRef, *, type_: str, reason: str, message: str,
+                        now: datetime, host: str) -> Json:
+    """The core/v1 form of the same Event (only where events.k8s.io is forbidden to the executor)."""
+    new = event_manifest(involved, type_=type_, reason=reason, message=message, now=now, host=host)
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1", "kind": "Event", "metadata": new["metadata"],
+        "involvedObject": new["regarding"], "reason": reason, "message": new["note"], "type": type_,
+        "action": new["action"], "source": {"component": COMPONENT, "host": host},
+        "count": 1, "firstTimestamp": stamp, "lastTimestamp": stamp,
+        "reportingComponent": new["reportingController"], "reportingInstance": new["reportingInstance"],
+    }
+
+
 def event_manifest(involved: ObjectRef, *, type_: str, reason: str, message: str,
                    now: datetime, host: str) -> Json:
-    """A core/v1 Event as client-go's recorder writes it (name = <object>.<unix nanos hex>)."""
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """An events.k8s.io/v1 Event as KubeRay v1.7's recorder (client-go tools/events) writes it:
+    name <object>.<unix nanos hex>, eventTime, action, reportingController = the controller's
+    recorder name, reportingInstance <controller>-<host>, note (<= 1 KiB)."""
     name = f"{involved.name}.{int(now.timestamp() * 1e9):x}"
     ref: Json = {"apiVersion": involved.api_version, "kind": involved.kind,
                  "namespace": involved.namespace, "name": involved.name}
     if involved.uid:
         ref["uid"] = involved.uid
+    controller = reporting_controller(involved, reason)
     return {
-        "apiVersion": "v1", "kind": "Event",
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
         "metadata": {"name": name, "namespace": involved.namespace},
-        "involvedObject": ref, "reason": reason, "message": message[:1024], "type": type_,
-        "source": {"component": COMPONENT, "host": host},
-        "count": 1, "firstTimestamp": stamp, "lastTimestamp": stamp,
-        "reportingComponent": COMPONENT, "reportingInstance": host,
+        "eventTime": micro_time(now), "reportingController": controller,
+        "reportingInstance": f"{controller}-{host}"[:128], "action": event_action(reason),
+        "reason": reason, "regarding": ref, "note": message[:1024], "type": type_,
     }

@@ -76,6 +76,7 @@ RESOURCES: dict[tuple[str, str], Resource] = {
         _r("v1", "services", "Service"),
         _r("v1", "serviceaccounts", "ServiceAccount"),
         _r("v1", "events", "Event"),
+        _r("events.k8s.io/v1", "events", "Event"),
         _r("v1", "secrets", "Secret"),
         _r("v1", "configmaps", "ConfigMap"),
         _r("v1", "namespaces", "Namespace", namespaced=False),

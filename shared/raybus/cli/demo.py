@@ -32,9 +32,13 @@ def _pod_line(pod: Any) -> str:
 async def _follow(*, kubeconfig: Path, timeout_s: float) -> bool:
     await config.load_kube_config(config_file=str(kubeconfig))
     async with client.ApiClient() as api:
-        return (await _follow_cluster(api, timeout_s=timeout_s)
-                and await _follow_job(api, timeout_s=timeout_s)
-                and await _follow_service(api, timeout_s=timeout_s))
+        try:
+            return (await _follow_cluster(api, timeout_s=timeout_s)
+                    and await _follow_job(api, timeout_s=timeout_s)
+                    and await _follow_service(api, timeout_s=timeout_s))
+        except TimeoutError as exc:  # a sample of an earlier run that would not go away
+            print(f"demo: {exc}", flush=True)
+            return False
 
 
 async def _create(what: str, create: Any) -> None:
@@ -47,13 +51,62 @@ async def _create(what: str, create: Any) -> None:
         print(f"demo: {what} already exists", flush=True)
 
 
-async def _apply_ray(custom: client.CustomObjectsApi, doc: dict[str, Any], *, source: str) -> tuple[str, str]:
-    """Create one ray.io/v1 object of a sample (kept if it exists); returns its namespace and name."""
+def left_unfinished(kind: str, obj: dict[str, Any]) -> str:
+    """Why a sample left by an earlier run cannot get anywhere now ('' if it still can).
+
+    A RayJob that did not reach Complete/SUCCEEDED then never will: a terminal state is final
+    (KubeRay never leaves Failed/ValidationFailed), and a Ray job still pending or running then ran
+    on a head of the earlier run: `make run` restarts the whole simulated cluster, Ray heads and
+    their jobs included, so it ends Failed (SubmissionFailed, or JobDeploymentStatusTransition-
+    GracePeriodExceeded once the head answers without it). RayClusters and RayServices have no such
+    end state: they converge again on their own."""
+    status = obj.get("status") or {}
+    if kind == "RayJob":
+        deployment = status.get("jobDeploymentStatus") or "New"
+        if not (deployment == "Complete" and status.get("jobStatus") == "SUCCEEDED"):
+            return (f"jobDeploymentStatus={deployment} jobStatus={status.get('jobStatus') or '-'}"
+                    f" reason={status.get('reason') or '-'}")
+    return ""
+
+
+async def _apply_ray(custom: client.CustomObjectsApi, doc: dict[str, Any], *, source: str,
+                     timeout_s: float = 60.0) -> tuple[str, str]:
+    """Create one ray.io/v1 object of a sample; returns its namespace and name. One from an earlier
+    run is kept, unless it was left unfinished: then it is deleted (and its dependents with it, in the
+    foreground, so the new one's submitter Job does not meet the old one's) and applied afresh."""
     kind, name = str(doc["kind"]), str(doc["metadata"]["name"])
     ns = str(doc["metadata"].get("namespace", "default"))
+    plural = f"{kind.lower()}s"
+    try:
+        old = await custom.get_namespaced_custom_object("ray.io", "v1", ns, plural, name)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        old = None
+    why = left_unfinished(kind, old) if old else ""
+    if why:
+        print(f"demo: {kind} {ns}/{name} from an earlier run did not finish ({why}); deleting it to "
+              "start afresh", flush=True)
+        await _delete_and_wait(custom, ns, plural, name, timeout_s=timeout_s)
     await _create(f"{kind} {ns}/{name} from {source}",
-                  custom.create_namespaced_custom_object("ray.io", "v1", ns, f"{kind.lower()}s", doc))
+                  custom.create_namespaced_custom_object("ray.io", "v1", ns, plural, doc))
     return ns, name
+
+
+async def _delete_and_wait(custom: client.CustomObjectsApi, ns: str, plural: str, name: str, *,
+                           timeout_s: float) -> None:
+    body = client.V1DeleteOptions(propagation_policy="Foreground")
+    deadline = time.monotonic() + timeout_s
+    try:
+        await custom.delete_namespaced_custom_object("ray.io", "v1", ns, plural, name, body=body)
+        while time.monotonic() < deadline:
+            await custom.get_namespaced_custom_object("ray.io", "v1", ns, plural, name)
+            await asyncio.sleep(0.2)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        return
+    raise TimeoutError(f"{plural} {ns}/{name} still there {timeout_s:.0f}s after its deletion")
 
 
 async def _follow_cluster(api: client.ApiClient, *, timeout_s: float) -> bool:

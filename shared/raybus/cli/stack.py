@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,19 @@ SERVICES = ["watcher", "command_executor", "cluster_reconciler", "job_reconciler
 # The services that talk to Kubernetes, and their ServiceAccounts in the kustomize base's RBAC.
 SERVICE_ACCOUNTS = {"watcher": "raybus-watcher", "command_executor": "raybus-command-executor"}
 RBAC_MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "kustomize" / "base" / "rbac.yaml"
+# Where the Ray heads answer: the simulator's by default, a real head's (`ray start --head`) when
+# the user's environment or `raybus up --dashboard-url-template/--proxy-url-template` says so.
+HEAD_TEMPLATES = ("RAYBUS_DASHBOARD_URL_TEMPLATE", "RAYBUS_PROXY_URL_TEMPLATE")
+
+
+def stack_env(defaults: dict[str, str], environ: Mapping[str, str], overrides: dict[str, str]) -> dict[str, str]:
+    """The stack's own settings: `overrides` (flags, extra_env) > the user's environment for the
+    head templates > the simulator's defaults. Everything else of ours (NATS, Redis, kubeconfig)
+    always names this stack's servers, whatever the environment says."""
+    env = dict(defaults)
+    env.update({k: environ[k] for k in HEAD_TEMPLATES if environ.get(k)})
+    env.update(overrides)
+    return env
 
 
 @dataclass
@@ -91,14 +105,13 @@ class LocalStack:
         if self.secure:
             declare_bus(self.nats.options(Role.BUS_ADMIN.value))
         self.api_port, self.dashboard_port = free_port(), free_port()
-        self.env = {
+        self.env = stack_env({
             "RAYBUS_NATS_URL": self.nats.url, "RAYBUS_REDIS_URL": self.redis.url,
             "RAYBUS_KUBECONFIG": str(self.kubeconfig),
             "RAYBUS_DASHBOARD_URL_TEMPLATE": f"{self.dashboard_url}/{{namespace}}/{{cluster}}",
             # the simulated heads' Serve proxies (a real head: http://{pod_ip}:{port})
             "RAYBUS_PROXY_URL_TEMPLATE": f"{self.dashboard_url}/{{namespace}}/{{cluster}}/serve",
-            **self.extra_env,
-        }
+        }, os.environ, self.extra_env)
         (self.home / "env").write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
         # The watcher and the command-executor run with their ServiceAccounts' tokens, bound to
         # the ClusterRoles of deploy/kustomize/base/rbac.yaml: every missing permission shows up here, as
@@ -162,11 +175,17 @@ class LocalStack:
         return new
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            with contextlib.suppress(ProcessLookupError):
-                proc.popen.terminate()
-        for proc in reversed(self.procs):
-            stop_proc(proc)
+        """Services first (all at once, then wait for each), then the simulator, then Redis and
+        NATS: a service still stopping may write to Kubernetes or ack on the bus, and must find
+        them there (a NATS server gone first makes it log `nats: unexpected EOF` errors)."""
+        services = [p for p in self.procs if p.argv[1:3] in (["-m", s] for s in SERVICES)]
+        rest = [p for p in self.procs if p not in services]
+        for tier in (services, rest):
+            for proc in reversed(tier):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.popen.terminate()
+            for proc in reversed(tier):
+                stop_proc(proc)
         if self.redis is not None:
             self.redis.stop()
         if self.nats is not None:

@@ -25,6 +25,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--demo", action="store_true",
                    help="apply deploy/samples/ray-cluster, ray-job and ray-service samples and follow each")
     p.add_argument("--exit-after-demo", action="store_true", help="stop once the demo is ready")
+    # A real Ray head instead of the simulated ones (the simulated kubelet still runs the pods):
+    # both win over RAYBUS_DASHBOARD_URL_TEMPLATE / RAYBUS_PROXY_URL_TEMPLATE, which win over the
+    # simulator's. Placeholders {namespace} {cluster} {service} (proxy: {pod} {pod_ip} {port}); one
+    # head for every cluster: a template without any, e.g. http://127.0.0.1:8265.
+    p.add_argument("--dashboard-url-template", help="Ray dashboard base URL of a head (env "
+                   "RAYBUS_DASHBOARD_URL_TEMPLATE; default: the simulated heads)")
+    p.add_argument("--proxy-url-template", help="Ray Serve proxy base URL of a head (env "
+                   "RAYBUS_PROXY_URL_TEMPLATE; default: the simulated heads)")
     p.set_defaults(func=run)
 
 
@@ -40,8 +48,15 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def flag_env(args: argparse.Namespace) -> dict[str, str]:
+    """The head templates given as flags (they win over the environment and the simulator)."""
+    flags = {"RAYBUS_DASHBOARD_URL_TEMPLATE": args.dashboard_url_template,
+             "RAYBUS_PROXY_URL_TEMPLATE": args.proxy_url_template}
+    return {k: v for k, v in flags.items() if v}
+
+
 def run(args: argparse.Namespace) -> int:
-    stack = LocalStack(home=args.home, replicas=args.replicas)
+    stack = LocalStack(home=args.home, replicas=args.replicas, extra_env=flag_env(args))
     try:
         stack.start()
         _print_table(stack)
@@ -77,7 +92,8 @@ def _print_table(stack: LocalStack) -> None:
     print(f"  nats        {stack.nats.url}  (JetStream, data in {stack.home}/nats)")
     print(f"  redis       {stack.redis.url}")
     print(f"  kube API    {stack.api_url}  kubeconfig {stack.kubeconfig}")
-    print(f"  dashboards  {stack.dashboard_url}/<namespace>/<cluster>/api/...")
+    print(f"  dashboards  {stack.env['RAYBUS_DASHBOARD_URL_TEMPLATE']}/api/...  "
+          f"(Serve proxies {stack.env['RAYBUS_PROXY_URL_TEMPLATE']})")
     for proc in stack.procs:
         metrics = f"  metrics http://127.0.0.1:{proc.metrics_port}/metrics" if proc.metrics_port else ""
         print(f"  {proc.name:<22} pid {proc.popen.pid:<7} log {proc.log}{metrics}")

@@ -99,9 +99,13 @@ class ServerProcess:
 
     def start(self) -> None:
         log = self.data_dir / "server.log"  # why a server would not start is otherwise lost
+        # Own session: a terminal's Ctrl-C must reach only `raybus up` (or the test run), which
+        # stops the services first; NATS and Redis shut down by it would make the services that
+        # are still stopping log `nats: unexpected EOF` and lose their last writes.
         with log.open("ab") as out:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
-                                         cwd=self.data_dir, preexec_fn=die_with_parent())
+                                         cwd=self.data_dir, start_new_session=True,
+                                         preexec_fn=die_with_parent())
         _wait_port(self.port, self.proc, log=log)
 
     def stop(self, *, kill: bool = False) -> None:

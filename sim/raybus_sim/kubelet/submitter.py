@@ -10,7 +10,8 @@ a program: the script runs (`shell.py`) against the simulated dashboards, in pro
   (a duplicate id is the dashboard's 500: exit 1); without `--no-wait` it then follows the job;
 - `ray job logs --address A --follow ID`: waits until the job ends;
 - following ends with 0 when the job SUCCEEDED, 1 otherwise (FAILED, STOPPED, not found, head gone);
-- `wget .../api/gcs_healthz` (SidecarMode's wait loop) succeeds once the head's dashboard is up.
+- `wget .../api/gcs_healthz` and KubeRay v1.7's `python -c "...urlopen('<url>/api/gcs_healthz'...)"`
+  (the GCS health wait before submitting) succeed once the head's dashboard is up.
 
 Addresses resolve like cluster DNS: `<service>.<ns>.svc...` -> the Service's `ray.io/cluster`
 selector; `127.0.0.1`/`localhost` in a head Pod -> its own cluster. The container then terminates
@@ -27,6 +28,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from subprocess import list2cmdline
@@ -215,6 +217,12 @@ class RayJobCli:
             url = next((w for w in words[1:] if "://" in w), "")
             path = urlparse(url).path or "/"
             return 0 if self._head(url, f"GET {path}") is not None else 1
+        if exe in ("python", "python3") and len(words) > 2 and words[1] == "-c":
+            # KubeRay v1.7's GCS health wait: python -c "...urllib.request.urlopen('<url>', ...)...".
+            found = _URLOPEN.search(words[2])
+            if found is not None:
+                url = found.group(1)
+                return 0 if self._head(url, f"GET {urlparse(url).path or '/'}") is not None else 1
         if exe == "sleep" and len(words) > 1:
             with contextlib.suppress(ValueError):
                 await asyncio.sleep(float(words[1]))
@@ -300,6 +308,7 @@ class RayJobCli:
 
 
 _FLAGS = frozenset({"--no-wait", "--follow", "-f"})
+_URLOPEN = re.compile(r"urlopen\(\s*['\"]([^'\"]+)['\"]")
 
 
 def _parse_options(args: list[str]) -> tuple[dict[str, str], set[str], list[str], str]:

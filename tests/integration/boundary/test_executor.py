@@ -87,9 +87,10 @@ async def test_batches_create_and_delete_pods_idempotently_with_events(
         created = [e for e in events if e["reason"] == "CreatedWorkerPod"]
         assert created and created[0]["involvedObject"]["kind"] == "RayCluster"
         assert created[0]["involvedObject"]["uid"] == uid and created[0]["type"] == "Normal"
-        assert created[0]["source"]["component"] == "raybus"
+        # events.k8s.io/v1 as KubeRay v1.7 records it, read back through the core/v1 view.
+        assert created[0]["reportingComponent"] == "raycluster-controller" and created[0]["action"] == "Create"
         assert created[0]["message"] == "Created worker Pod default/rc-worker-a"
-        assert created[0]["count"] == 2  # the repeat bumped the same Event, like client-go
+        assert created[0]["series"]["count"] == 2  # the repeat became a series, like client-go's events/v1
         pod_uid = pods["items"][0]["metadata"]["uid"]
         delete = DeleteObject(reason="Deleted worker Pod default/rc-worker-a", event_reason="DeletedWorkerPod",
                               target=ObjectRef(api_version="v1", kind="Pod", namespace="default",

@@ -78,8 +78,11 @@ class Kube:
 
     async def event_count(self, name_prefix: str, reason: str) -> int:
         """Occurrences, not Event objects: like client-go, the executor folds identical Events
-        into one with a growing `count`."""
-        return sum(int(e.get("count") or 1) for e in await self.events(name_prefix, reason))
+        into one with a growing series count."""
+        # events.k8s.io/v1 (as KubeRay v1.7 records them): a repeat is series.count, shown as such
+        # in the core/v1 view too.
+        return sum(int((e.get("series") or {}).get("count") or e.get("count") or 1)
+                   for e in await self.events(name_prefix, reason))
 
     async def delete_pod(self, name: str) -> None:
         await self.c.delete(POD, namespace=NS, name=name)

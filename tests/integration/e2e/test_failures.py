@@ -32,7 +32,7 @@ async def test_rejected_head_pod_is_retried_with_backoff_under_one_name(kube: Ku
     window = time.monotonic() - started
     events = await kube.events("e2e-badcpu", "FailedToCreateHeadPod")
     assert len(events) == 1  # one name, one message: client-go aggregates the repeats
-    attempts = int(events[0].get("count") or 1)
+    attempts = int((events[0].get("series") or {}).get("count") or events[0].get("count") or 1)
     message = events[0]["message"]
     assert events[0]["type"] == "Warning"
     assert message.startswith("Failed to create head Pod default/e2e-badcpu-head-"), message

@@ -151,6 +151,18 @@ async def test_active_and_pre_running_deadlines(jobs: Jobs) -> None:
     assert len(await jobs.clusters(active)) == 1
 
 
+async def test_pre_running_deadline_is_retried_under_backoff_limit(jobs: Jobs) -> None:
+    """v1.7: PreRunningDeadlineExceeded is retried (each attempt on a new cluster gets its own
+    deadline). The head never starts (its env names a ConfigMap that does not exist)."""
+    doc = rayjob_doc(name="e2e-prerun-retry", preRunningDeadlineSeconds=3, backoffLimit=1)
+    head = doc["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head.setdefault("env", []).append(
+        {"name": "NEVER", "valueFrom": {"configMapKeyRef": {"name": "e2e-missing", "key": "k"}}})
+    name = await jobs.apply(doc)
+    job = await jobs.wait_status(name, "Failed", timeout=60)
+    assert status(job)["reason"] == "PreRunningDeadlineExceeded" and status(job)["failed"] == 2
+
+
 async def test_suspend_and_resume(jobs: Jobs, ledger: tuple[Ledger, Ledger]) -> None:
     created_suspended = await jobs.apply(rayjob_doc(name="e2e-suspended", suspend=True, shutdownAfterJobFinishes=True,
                                                     entrypoint="sleep 1"))

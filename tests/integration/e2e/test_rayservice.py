@@ -127,6 +127,36 @@ async def test_blue_green_upgrade_serves_throughout_and_deletes_the_old_cluster_
     assert {"name": "UPGRADE", "value": "1"} in head["spec"]["containers"][0]["env"]
 
 
+async def test_deleting_a_rayservice_deletes_its_clusters_then_the_finalizer_goes(
+        kube: Kube, services: Services, watch: ClusterWatch) -> None:
+    """v1.7 (kuberay#4807): ray.io/rayservice-finalizer holds the RayService while its RayClusters
+    are deleted at once (not after rayClusterDeletionDelaySeconds), then goes."""
+    name = "rs-finalizer"
+    rs = await _deploy(services, name, delay=3600)
+    assert "ray.io/rayservice-finalizer" in rs["metadata"]["finalizers"]
+    active = active_name(rs)
+    await kube.c.delete(RS, namespace=NS, name=name)
+    deleting = await services.get(name)  # the finalizer keeps it until its clusters are gone
+    assert deleting["metadata"].get("deletionTimestamp")
+    gone_at: list[float] = []
+
+    async def gone() -> bool:
+        try:
+            await services.get(name)
+        except KubeError as exc:
+            if exc.code == 404:
+                gone_at.append(time.monotonic())
+                return True
+            raise
+        return False
+
+    await kube.eventually(gone, timeout=30, what="the RayService gone")
+    deleted = watch.lives[active].deleted
+    assert deleted is not None and deleted <= gone_at[0]  # its cluster went first
+    assert await services.clusters(name) == []
+    assert await kube.event_count(name, "DeletedRayCluster") >= 1
+
+
 async def test_upgrade_aborted_by_a_second_spec_change(kube: Kube, services: Services, watch: ClusterWatch) -> None:
     name = "rs-abort"
     old = active_name(await _deploy(services, name, delay=1))

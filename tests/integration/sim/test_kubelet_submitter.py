@@ -127,13 +127,22 @@ async def test_an_existing_submission_is_followed_not_resubmitted(
     assert _submissions(registry) == 0 and state.requests["submitter GET /api/jobs/{id}"] == 1
 
 
-async def test_unreachable_head_fails_the_submitter_at_backoff_limit(
+async def test_submitter_waits_for_the_gcs_then_submits_once(
         api: client.ApiClient, registry: DashboardRegistry) -> None:
-    await client.CoreV1Api(api).create_namespaced_service(NS, {"metadata": {"name": f"{CLUSTER}-head-svc"}, "spec": {
-        "selector": {"ray.io/cluster": CLUSTER}, "ports": [{"name": "dashboard", "port": 8265}]}})
-    await _submitter_job(api, _submitter("sleep 1", mode="K8sJobMode"), backoff=1)
-    assert await _job_condition(api) == "Failed"
-    assert [p.status.phase for p in await _submitter_pods(api)] == ["Failed", "Failed"]
+    """v1.7 (kuberay#4468): every mode waits for the dashboard's GCS (python urllib) before `ray job
+    status`, so a head that is not there yet neither fails the submitter nor burns its retries."""
+    await _submitter_job(api, _submitter("sleep 0.2", mode="K8sJobMode"), backoff=0)
+
+    async def running() -> bool:
+        return [p.status.phase for p in await _submitter_pods(api)] == ["Running"]
+
+    await eventually(running, timeout=10)  # the script is in its wait loop: no head, no Service
+    await _head(api)
+    assert await _job_condition(api) == "Complete"
+    assert [p.status.phase for p in await _submitter_pods(api)] == ["Succeeded"]
+    state = registry.get(NS, CLUSTER)
+    assert state is not None and state.requests["submitter GET /api/gcs_healthz"] >= 1
+    assert _submissions(registry) == 1
 
 
 @pytest.mark.parametrize(("entrypoint", "exit_code"), [("sleep 0.2", 0), ("exit 3", 1)])

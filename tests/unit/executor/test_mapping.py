@@ -10,10 +10,12 @@ import pytest
 
 from command_executor.executor import Executor
 from command_executor.mapping import (
+    event_action,
     event_manifest,
     failed_event_reason,
     failure_reason,
     involved_object,
+    reporting_controller,
     target_of,
 )
 from raybus.adapters.kube import KubeError, Resource
@@ -62,15 +64,44 @@ def test_failed_event_reasons_mirror_kuberay_constants() -> None:
     assert failed_event_reason(None) is None and failed_event_reason("Whatever") is None
 
 
-def test_event_manifest_like_client_go_recorder() -> None:
-    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+def test_event_manifest_like_kuberay_v1_7_recorder() -> None:
+    """events.k8s.io/v1 with action and the per-controller reportingController (v1.7)."""
+    now = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
     ev = event_manifest(RC, type_="Normal", reason="CreatedHeadPod", message="Created head Pod ns/p",
                         now=now, host="h")
+    assert ev["apiVersion"] == "events.k8s.io/v1" and ev["kind"] == "Event"
     assert ev["metadata"]["name"].startswith("rc.") and ev["metadata"]["namespace"] == "ns"
-    assert ev["involvedObject"] == {"apiVersion": "ray.io/v1", "kind": "RayCluster", "namespace": "ns",
-                                    "name": "rc", "uid": "u1"}
-    assert ev["source"]["component"] == "raybus" and ev["count"] == 1
-    assert ev["firstTimestamp"] == ev["lastTimestamp"] == "2026-01-02T03:04:05Z"
+    assert ev["regarding"] == {"apiVersion": "ray.io/v1", "kind": "RayCluster", "namespace": "ns",
+                               "name": "rc", "uid": "u1"}
+    assert (ev["reason"], ev["note"], ev["type"], ev["action"]) == (
+        "CreatedHeadPod", "Created head Pod ns/p", "Normal", "Create")
+    assert ev["reportingController"] == "raycluster-controller"
+    assert ev["reportingInstance"] == "raycluster-controller-h"
+    assert ev["eventTime"] == "2026-01-02T03:04:05.123456Z"
+    assert "series" not in ev and "count" not in ev
+
+
+@pytest.mark.parametrize(("reason", "action"), [
+    ("CreatedWorkerPod", "Create"), ("FailedToCreateHeadPod", "Create"), ("DeletedRayCluster", "Delete"),
+    ("FailedToDeleteWorkerPodCollection", "Delete"), ("UpdatedServeApplications", "Update"),
+    ("FailedToUpdateTargetCapacity", "Update"), ("InvalidRayServiceSpec", "Validate"),
+    ("InvalidRayClusterSpec", "Validate"), ("AutoscalerServiceAccountNotFound", "Validate"),
+    ("ForceDeletedStuckCluster", "Cleanup"), ("BatchSchedulerCleanedUp", "Cleanup"),
+    ("RollbackImpossible", "Reconcile"), ("RayServiceInitializingTimeout", "Reconcile"),
+])
+def test_event_action(reason: str, action: str) -> None:
+    assert event_action(reason) == action
+
+
+@pytest.mark.parametrize(("kind", "reason", "controller"), [
+    ("RayCluster", "CreatedHeadPod", "raycluster-controller"),
+    ("RayJob", "CreatedRayJobSubmitter", "rayjob-controller"),
+    ("RayService", "UpdatedServeApplications", "rayservice-controller"),
+    ("RayCluster", "CreatedNetworkPolicy", "networkpolicy-controller"),
+])
+def test_reporting_controller(kind: str, reason: str, controller: str) -> None:
+    involved = ObjectRef(api_version="ray.io/v1", kind=kind, namespace="ns", name="x")
+    assert reporting_controller(involved, reason) == controller
 
 
 def test_targets_and_involved_object() -> None:
@@ -190,3 +221,41 @@ async def test_secret_error_messages_are_withheld() -> None:
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"token": "aHVudGVyMg=="}}
     out = await Executor(kube).apply(batch(CreateObject(reason="r", object=secret)))  # type: ignore[arg-type]
     assert not out.results[0].ok and "hunter2" not in out.results[0].message
+
+
+class EventsKube:
+    """Records Event writes by API group; `forbid_new` answers events.k8s.io creates with 403."""
+
+    def __init__(self, *, forbid_new: bool) -> None:
+        self.forbid_new = forbid_new
+        self.writes: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def create(self, res: Resource, body: dict[str, Any], *, namespace: str | None) -> dict[str, Any]:
+        if self.forbid_new and res.group == "events.k8s.io":
+            raise KubeError(403, "Forbidden", "events.events.k8s.io is forbidden")
+        self.writes.append((res.group, "create", body))
+        return body
+
+    async def merge_patch(self, res: Resource, *, namespace: str | None, name: str,
+                          patch: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append((res.group, "patch", patch))
+        return {}
+
+
+@pytest.mark.parametrize(("forbid_new", "group", "repeat"), [
+    (False, "events.k8s.io", {"series": {"count": 2}}),
+    (True, "", {"count": 2}),  # no RBAC for events.k8s.io: core/v1 Events, never none
+])
+async def test_events_api_group_and_repeats(forbid_new: bool, group: str, repeat: dict[str, Any]) -> None:
+    kube = EventsKube(forbid_new=forbid_new)
+    executor = Executor(kube, events_kube=kube)  # type: ignore[arg-type]
+    for _ in range(2):
+        await executor.record_event(RC, type_="Warning", reason="FailedToCreateHeadPod", message="boom")
+    (g1, verb1, body), (g2, verb2, patch) = kube.writes
+    assert (g1, verb1, g2, verb2) == (group, "create", group, "patch")
+    if group:
+        assert body["action"] == "Create" and body["reportingController"] == "raycluster-controller"
+        assert patch["series"]["count"] == repeat["series"]["count"] and patch["series"]["lastObservedTime"]
+    else:
+        assert body["involvedObject"]["name"] == "rc" and body["reportingComponent"] == "raycluster-controller"
+        assert patch["count"] == repeat["count"]

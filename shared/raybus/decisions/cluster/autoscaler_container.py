@@ -35,6 +35,18 @@ def is_autoscaling_v1_enabled(spec: RayClusterSpec) -> bool:
     return spec.autoscaler_options is not None and spec.autoscaler_options.version == "v1"
 
 
+def autoscaler_v1_restart_policy_warning(spec: RayClusterSpec) -> str | None:
+    """v1.7 rayClusterReconcile: with autoscaler v1, worker groups whose Pod template sets a
+    restartPolicy other than Never get a (non-blocking) InvalidRayClusterSpec Warning."""
+    if not (is_autoscaling_enabled(spec) and is_autoscaling_v1_enabled(spec)):
+        return None
+    names = [group.group_name for group in spec.worker_group_specs or []
+             if ((group.template or {}).get("spec") or {}).get("restartPolicy") not in (None, "", "Never")]
+    if not names:
+        return None
+    return f"restartPolicy for worker groups [{', '.join(names)}] should be Never or unset when using autoscaler V1"
+
+
 def build_autoscaler_container(image: str, *, login_shell: bool) -> dict[str, Any]:
     """BuildAutoscalerContainer: same image as the Ray head by default, Guaranteed 500m/512Mi."""
     return {

@@ -2,7 +2,9 @@
 
 Mirrors ``utils.GenerateHashWithoutReplicasAndWorkersToDelete`` + ``utils.GenerateJsonHash``: the
 RayCluster spec with every worker group's replicas / minReplicas / maxReplicas /
-scaleStrategy.workersToDelete and the top-level upgradeStrategy blanked, JSON-serialised, SHA-1,
+scaleStrategy.workersToDelete, every pod template's tolerations and schedulingGates (v1.7,
+kuberay#4569: Kueue injects them after creation; they must neither recreate Pods under `Recreate`
+nor give a RayService a new cluster) and the top-level upgradeStrategy blanked, JSON-serialised, SHA-1,
 base32 (extended hex alphabet, padded). Go's ``json.Marshal`` field order cannot be reproduced, so
 we serialise canonically (sorted keys, no whitespace, nulls dropped); the hash is therefore only
 comparable with hashes raybus wrote. Pods written by a KubeRay operator carry a different
@@ -36,7 +38,9 @@ def json_hash(obj: Any) -> str:
 def spec_without_replicas_and_workers_to_delete(spec: RayClusterSpec) -> dict[str, Any]:
     """The defaulted spec as a camelCase dict with the ignored fields removed."""
     body = spec_with_defaults(spec).model_dump(by_alias=True, exclude_none=True, mode="json")
+    _mute_scheduling(body.get("headGroupSpec"))
     for group in body.get("workerGroupSpecs") or []:
+        _mute_scheduling(group)
         for key in ("replicas", "minReplicas", "maxReplicas"):
             group.pop(key, None)
         strategy = dict(group.get("scaleStrategy") or {})
@@ -44,6 +48,14 @@ def spec_without_replicas_and_workers_to_delete(spec: RayClusterSpec) -> dict[st
         group["scaleStrategy"] = strategy
     body.pop("upgradeStrategy", None)
     return body
+
+
+def _mute_scheduling(group: Any) -> None:
+    """Tolerations and scheduling gates of a group's pod template do not count (kuberay#4569)."""
+    pod_spec = ((group or {}).get("template") or {}).get("spec")
+    if isinstance(pod_spec, dict):
+        pod_spec.pop("tolerations", None)
+        pod_spec.pop("schedulingGates", None)
 
 
 def generate_hash_without_replicas_and_workers_to_delete(spec: RayClusterSpec) -> str:

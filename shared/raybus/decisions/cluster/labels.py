@@ -141,7 +141,13 @@ RAY_DASHBOARD_GCS_HEALTH_PATH: Final = "api/gcs_healthz"
 RAY_SERVE_PROXY_HEALTH_PATH: Final = "-/healthz"
 # Ray >= 2.53 unified endpoint (ray-project/ray#56943, KubeRay #4448).
 RAY_NODE_HEALTH_PATH: Final = "/api/healthz"
-BASE_WGET_HEALTH_COMMAND: Final = "wget -T {timeout} -q -O- http://localhost:{port}/{path} | grep success"
+# v1.7: one try per probe run (wget's default 20 retries outlived the probe's timeout).
+BASE_WGET_HEALTH_COMMAND: Final = "wget --tries 1 -T {timeout} -q -O- http://localhost:{port}/{path} | grep success"
+# v1.7 (kuberay#4468): the submitter's GCS health wait uses Python's urllib, not wget (a head image
+# without wget would wait forever); every Ray image has Python.
+BASE_PYTHON_HEALTH_COMMAND: Final = ('python -c "import urllib.request; r=urllib.request.urlopen(\'{url}\', '
+                                     'timeout={timeout}); exit(0 if b\'success\' in r.read() else 1)"')
+RAY_DASHBOARD_GCS_HEALTH_CHECK_TIMEOUT_SECONDS: Final = 10
 
 # --- Naming ---------------------------------------------------------------------------------------------
 SERVE_NAME: Final = "serve"

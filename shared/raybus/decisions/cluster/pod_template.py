@@ -248,6 +248,20 @@ def build_worker_pod(
     )
 
 
+def apply_default_pod_metadata(meta: dict[str, Any], settings: OperatorSettings) -> None:
+    """buildHeadPod/buildWorkerPod (v1.7): the operator config's defaultPodAnnotations and
+    defaultPodLabels, added before BuildPod; a key the Pod template already has keeps its value."""
+    for field, defaults in (("annotations", settings.default_pod_annotations),
+                            ("labels", settings.default_pod_labels)):
+        if not defaults:
+            continue
+        current = meta.get(field)
+        merged = dict(current) if isinstance(current, dict) else {}
+        for key, value in defaults.items():
+            merged.setdefault(key, value)
+        meta[field] = merged
+
+
 def _build_pod(
     cluster: RayCluster,
     template: dict[str, Any],
@@ -261,6 +275,7 @@ def _build_pod(
 ) -> dict[str, Any]:
     """BuildPod: serve label, volumes, container command, env vars, probes; plus the owner ref."""
     meta: dict[str, Any] = template["metadata"]
+    apply_default_pod_metadata(meta, settings)
     pod_spec: dict[str, Any] = template["spec"]
     containers: list[dict[str, Any]] = pod_spec["containers"]
     ray = containers[k.RAY_CONTAINER_INDEX]

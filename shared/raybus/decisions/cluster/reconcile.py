@@ -32,6 +32,7 @@ from raybus.api.validation_cluster import (
 )
 from raybus.decisions.batches import BatchState
 from raybus.decisions.cluster import podutil
+from raybus.decisions.cluster.autoscaler_container import autoscaler_v1_restart_policy_warning
 from raybus.decisions.cluster.batch_scheduler import (
     add_scheduler_metadata,
     pod_group_failure_events,
@@ -255,6 +256,11 @@ def reconcile_cluster(
 
     commands: list[Command] = []
     reasons: list[str] = []
+    restart_warning = autoscaler_v1_restart_policy_warning(cluster.spec)
+    if restart_warning is not None:
+        message = f"RayCluster spec warning {cluster.namespace}/{cluster.name}: {restart_warning}"
+        commands.append(RecordEvent(reason=message, target=cluster_ref(cluster), type="Warning",
+                                    event_reason="InvalidRayClusterSpec", message=message))
     expectations = snapshot.expectations
     if snapshot.batches is None:
         # No batch states: a failed Pod create/delete drops its expectation at once (KubeRay

@@ -157,8 +157,8 @@ def build_serve_service(cluster: RayCluster) -> dict[str, Any]:
     serving = sorted(name for name in ports if is_serving_port_name(name))
     if not serving:
         raise ValueError(
-            "Please specify the port named 'serve' in the Ray head container; "
-            "otherwise, the Kubernetes service for Ray Serve will not be created."
+            "Please specify a port named 'serve' (or with the prefix 'serve-', e.g. 'serve-grpc') "
+            "in the Ray head container; otherwise, the Kubernetes service for Ray Serve will not be created."
         )
     spec: dict[str, Any] = {
         "selector": {k.RAY_CLUSTER_LABEL_KEY: cluster.name},
@@ -205,9 +205,8 @@ def build_head_ingress(cluster: RayCluster) -> dict[str, Any]:
     """BuildIngressForHeadService (headGroupSpec.enableIngress): the dashboard behind one rule.
 
     All RayCluster annotations are copied except ``kubernetes.io/ingress.class``, which becomes
-    ``spec.ingressClassName``. With ``ingressOptions`` (v1.7) the rule takes its host, path (default
-    ``/``), pathType (default Prefix) and TLS from there; without, KubeRay's original
-    ``/<cluster>/(.*)`` Exact path is used.
+    ``spec.ingressClassName``. The rule's path is ``/`` with pathType Prefix (v1.7; older KubeRay used
+    ``/<cluster>/(.*)`` Exact); ``ingressOptions`` may set the host, path, pathType and TLS.
     """
     annotations = {
         key: value
@@ -217,10 +216,13 @@ def build_head_ingress(cluster: RayCluster) -> dict[str, Any]:
     dashboard_port = service_ports(cluster).get(k.DASHBOARD_PORT_NAME, k.DEFAULT_DASHBOARD_PORT)
     options = cluster.spec.head_group_spec.ingress_options
     backend = {"service": {"name": head_service_name(cluster), "port": {"number": dashboard_port}}}
-    if options is None:
-        path: dict[str, Any] = {"path": f"/{cluster.name}/(.*)", "pathType": "Exact", "backend": backend}
-    else:
-        path = {"path": options.path or "/", "pathType": options.path_type or "Prefix", "backend": backend}
+    # v1.7: path "/" and pathType Prefix unless ingressOptions sets them (an explicit "" is kept, as
+    # Go's nil check does), with or without ingressOptions.
+    path: dict[str, Any] = {
+        "path": options.path if options is not None and options.path is not None else "/",
+        "pathType": options.path_type if options is not None and options.path_type is not None else "Prefix",
+        "backend": backend,
+    }
     rule: dict[str, Any] = {"http": {"paths": [path]}}
     if options is not None and options.host:
         rule["host"] = options.host

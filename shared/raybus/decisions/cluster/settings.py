@@ -8,6 +8,7 @@ Defaults are KubeRay v1.7's. One flat model on purpose: other decision modules a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,18 @@ def _true(value: str | None) -> bool:
 def _not_false(value: str | None) -> bool:
     """KubeRay's ``strings.ToLower(os.Getenv(X)) == "false"`` disables (default true)."""
     return (value or "").lower() != "false"
+
+
+def _string_map(name: str, raw: str) -> dict[str, str]:
+    """A JSON object of strings (KubeRay reads these maps from its config file); anything else is a
+    startup error, as a malformed KubeRay config is."""
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} is not JSON: {exc}") from exc
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError(f"{name} must be a JSON object of strings")
+    return value
 
 
 class OperatorSettings(BaseModel):
@@ -92,6 +105,16 @@ class OperatorSettings(BaseModel):
     worker_sidecar_containers: tuple[dict[str, Any], ...] = Field(
         default=(), description="workerSidecarContainers: appended to every worker Pod"
     )
+    default_pod_annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="defaultPodAnnotations (v1.7): added to every Ray Pod unless its template sets the key "
+        "(RAYBUS_DEFAULT_POD_ANNOTATIONS, a JSON object)",
+    )
+    default_pod_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="defaultPodLabels (v1.7): added to every Ray Pod unless its template sets the key "
+        "(RAYBUS_DEFAULT_POD_LABELS, a JSON object)",
+    )
     default_autoscaler_image: str | None = Field(
         default=None,
         description="Autoscaler sidecar image when autoscalerOptions.image is unset; None = the Ray head "
@@ -145,6 +168,10 @@ class OperatorSettings(BaseModel):
         requeue = env.get("RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV", "")
         if requeue.isdigit() and int(requeue) > 0:
             values["raycluster_default_requeue_seconds"] = int(requeue)
+        for field, name in (("default_pod_annotations", "RAYBUS_DEFAULT_POD_ANNOTATIONS"),
+                            ("default_pod_labels", "RAYBUS_DEFAULT_POD_LABELS")):
+            if env.get(name):
+                values[field] = _string_map(name, env[name])
         values["feature_gates"] = FeatureGates.from_flag(feature_gates)
         values.update(overrides)
         return cls(**values)

@@ -16,9 +16,11 @@ from raybus.decisions.job import constants as c
 from raybus.decisions.job.timefmt import go_date_time, go_time_string, parse_time
 from raybus.decisions.job.work import Work
 
-# Deadline failures are never retried: a retry restarts status.startTime and so the deadline itself.
+# checkBackoffLimitAndUpdateStatusIfNeeded (v1.7): DeadlineExceeded and JobStatusCheckTimeoutExceeded
+# are never retried; PreRunningDeadlineExceeded is (a retry restarts status.startTime in New, so the
+# new attempt gets a whole pre-running deadline of its own).
 NOT_RETRIED = frozenset({JobFailedReason.DEADLINE_EXCEEDED.value,
-                         JobFailedReason.PRE_RUNNING_DEADLINE_EXCEEDED.value})
+                         JobFailedReason.JOB_STATUS_CHECK_TIMEOUT_EXCEEDED.value})
 
 
 def is_job_terminal(status: str) -> bool:
@@ -134,12 +136,39 @@ def sidecar_submitter_ended(w: Work) -> bool:
     return bool(status and as_dict(as_dict(status.get("state")).get("terminated")))
 
 
+def _submitter_backoff_limit(w: Work) -> int:
+    config = w.job.spec.submitter_config
+    return config.backoff_limit if config is not None and config.backoff_limit is not None \
+        else c.DEFAULT_SUBMITTER_BACKOFF_LIMIT
+
+
+def _restart_gate(w: Work) -> bool:
+    return bool(w.settings.operator.feature_gates.sidecar_submitter_restart)
+
+
+def restart_count_exceeded(status: Mapping[str, Any] | None, backoff_limit: int) -> bool:
+    """checkIsRestartCountExceeded (SidecarSubmitterRestart): only once the container terminated at
+    least once (lastState.terminated), never while it sits terminated with exit code 0."""
+    if status is None or not as_dict(as_dict(status.get("lastState")).get("terminated")):
+        return False
+    current = as_dict(as_dict(status.get("state")).get("terminated"))
+    if current and int(current.get("exitCode") or 0) == 0:
+        return False
+    return int(status.get("restartCount") or 0) >= backoff_limit
+
+
 def submitter_failed_at(w: Work) -> datetime | None:
     """When the submitter failed (K8sJobMode: the Job's Failed condition; SidecarMode: the head's
-    submitter container terminated with a non-zero exit code), None if it has not."""
+    submitter container terminated with a non-zero exit code, or with SidecarSubmitterRestart
+    restarted submitterConfig.backoffLimit times), None if it has not."""
     if w.mode == JobSubmissionMode.SIDECAR:
         heads = podutil.head_pods(w.snapshot.head_pods)
         status = _submitter_container_status(heads[0]) if len(heads) == 1 else None
+        if _restart_gate(w):
+            if not restart_count_exceeded(status, _submitter_backoff_limit(w)):
+                return None
+            last = as_dict(as_dict(as_dict(status).get("lastState")).get("terminated"))
+            return parse_time(last.get("finishedAt")) or w.now
         terminated = as_dict(as_dict(status.get("state")).get("terminated")) if status else {}
         if not terminated or int(terminated.get("exitCode") or 0) == 0:
             return None
@@ -165,8 +194,19 @@ def check_submitter(w: Work) -> tuple[bool, datetime | None]:
         status = _submitter_container_status(heads[0])
         terminated = as_dict(as_dict(status.get("state")).get("terminated")) if status else {}
         should_update = False
+        if _restart_gate(w):
+            # SidecarSubmitterRestart (alpha): the container restarts on failure (restartPolicy
+            # OnFailure), so a non-zero exit is transient until the restarts exceed the limit.
+            if restart_count_exceeded(status, _submitter_backoff_limit(w)):
+                should_update = True
+                if w.job_status == "FAILED":
+                    w.fail(JobFailedReason.APP_FAILED.value, w.get("message"))
+                else:
+                    w.fail(JobFailedReason.SUBMISSION_FAILED.value,
+                           f"Ray head pod submitter container {as_dict(status).get('name')} terminated after "
+                           "exceeding the maximum restart count")
         # `ray job submit` (waiting) exits 0 when the job succeeded and 1 otherwise.
-        if status is not None and terminated and int(terminated.get("exitCode") or 0) != 0:
+        elif status is not None and terminated and int(terminated.get("exitCode") or 0) != 0:
             should_update = True
             if w.job_status == "FAILED":
                 w.fail(JobFailedReason.APP_FAILED.value, w.get("message"))
@@ -210,8 +250,9 @@ def check_backoff_limit(w: Work) -> None:
     limit = w.job.spec.backoff_limit
     if w.jds == "Failed" and limit is not None and failed < limit + 1:
         if w.get("reason") in NOT_RETRIED:
-            w.log(f"RayJob is not eligible for retry due to failure with {w.get('reason')} "
-                  f"(backoffLimit {limit}, failed {failed})")
+            w.log("RayJob is not eligible for retry due to failure with DeadlineExceeded or "
+                  f"JobStatusCheckTimeoutExceeded (reason {w.get('reason')}, "
+                  f"backoffLimit {limit}, failed {failed})")
             return
         w.log(f"RayJob is eligible for retry (backoffLimit {limit}, failed {failed}): JobDeploymentStatus -> Retrying")
         w.jds = "Retrying"

@@ -7,7 +7,8 @@ KubeRay's ``GetJobInfo`` outcomes map to the observation as follows:
 - the job in ``jobs_missing``  -> BadRequest "not found" (HTTPMode submits; a finished submitter
                                    with no job -> Failed/AppFailed; else wait, kuberay#4916);
 - observation unreachable      -> an error: the job-status-check timeout runs from
-                                   status.jobStatusCheckFailureStartTime (RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS);
+                                   status.jobStatusCheckFailureStartTime (RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS),
+                                   as it does from a failed HTTPMode re-submission (v1.7);
 - nothing observed yet         -> ErrAgain (v1.6's async client): wait, no failure.
 
 A failed submitter is judged with the Ray job's status (checkSubmitterAndUpdateStatusIfNeeded:
@@ -39,7 +40,7 @@ from raybus.decisions.job.checks import (
     update_status_to_suspending_if_needed,
 )
 from raybus.decisions.job.resources import get_or_create_cluster, reconcile_services
-from raybus.decisions.job.timefmt import fmt_time, from_unix_ms
+from raybus.decisions.job.timefmt import fmt_time, from_unix_ms, go_date_time
 from raybus.decisions.job.work import Work
 
 BREAK = True  # fall through to checkBackoffLimit + the status update
@@ -85,39 +86,64 @@ def _observed_job(w: Work) -> tuple[str, JobObservation | None]:
     return "again", None
 
 
-def _status_check_failed(w: Work) -> bool:
-    """v1.7: remember when status checks started failing; fail the RayJob after the timeout.
-    KubeRay returns the error each time (rate-limited requeue); here the poller reports recovery,
-    so the only requeue needed is the timeout itself."""
+def record_status_check_failure(w: Work, why: str) -> bool:
+    """recordJobStatusCheckFailure: remember when status checks started failing (True: persist it).
+    The timeout itself is judged at the top of the next Running round (check_status_check_timeout),
+    which the deadline registered here requeues exactly on time."""
     start = w.time("jobStatusCheckFailureStartTime")
     if start is None:
         start = w.now
         w.st["jobStatusCheckFailureStartTime"] = fmt_time(start)
-        w.log("The Ray dashboard is unreachable: job status checks are failing")
+        w.log(f"Job status check began failing: {why}")
+    w.deadline(start + timedelta(seconds=w.settings.status_check_timeout_seconds))
+    return w.original.get("jobStatusCheckFailureStartTime") is None
+
+
+def check_status_check_timeout(w: Work) -> bool:
+    """checkJobStatusCheckTimeoutAndUpdateStatusIfNeeded (v1.7), with KubeRay's message. Never
+    retried under backoffLimit (checks.NOT_RETRIED)."""
+    start = w.time("jobStatusCheckFailureStartTime")
+    if start is None:
+        return False
     timeout = w.settings.status_check_timeout_seconds
-    deadline = start + timedelta(seconds=timeout)
-    if w.now < deadline:
-        w.deadline(deadline)
-        return BREAK  # persist the start time
+    if w.now < start + timedelta(seconds=timeout):
+        w.deadline(start + timedelta(seconds=timeout))
+        return False
     w.fail(JobFailedReason.JOB_STATUS_CHECK_TIMEOUT_EXCEEDED.value,
-           f"Failed to get the Ray job status for {timeout} seconds since {fmt_time(start)}; "
-           "the RayJob is marked as Failed")
-    return BREAK
+           f"Job status checks have been failing since {go_date_time(start)}; exceeded timeout of {timeout}s")
+    return True
+
+
+def _status_check_failed(w: Work) -> bool:
+    """GetJobInfo failed (the dashboard is unreachable): record the start and persist it (BREAK),
+    else wait (KubeRay requeues every 3 s; here the poller reports recovery and the deadline
+    registered by record_status_check_failure wakes the timeout)."""
+    return BREAK if record_status_check_failure(w, "the Ray dashboard is unreachable") else RETURN
 
 
 def _http_submit(w: Work) -> bool:
-    """HTTPMode, job not found: submit it (again: a recreated head lost it), once per observation."""
+    """HTTPMode, job not found: submit it (again: a recreated head lost it), once per observation
+    (reconcileHTTPModeJobNotFound). A failed submission starts the status-check timer as a failed
+    GetJobInfo does (v1.7); a later successful one clears it."""
     cluster = w.get("rayClusterName")
     previous = [r for r in w.snapshot.dashboard_results
                 if r.op == "submit_job" and r.cluster == cluster and not getattr(r, "expired", False)]
-    if any(r.state == "failed" for r in previous):
-        w.fail_reconcile("Failed to submit the Ray job: "
-                         + "; ".join(r.message for r in previous if r.state == "failed"))
+    failed = [r for r in previous if r.state == "failed"]
+    if failed:
+        why = "Failed to submit the Ray job: " + "; ".join(r.message for r in failed)
+        if record_status_check_failure(w, why):
+            return BREAK  # persist the start; the next round submits again
+        # KubeRay: requeue after 3 s and submit again (this round had no dashboard command, so the
+        # next one sees no previous result and submits).
+        w.log(why)
+        w.deadline(w.now + timedelta(seconds=c.RAY_JOB_DEFAULT_REQUEUE_SECONDS))
         return RETURN
     if previous:
         # Submitted last round; this observation may predate it. Ask the poller to read now.
         w.poll_now = f"submitted/{cluster}/{w.get('jobId')}"
         w.log("The Ray job was submitted; waiting for the dashboard to report it")
+        if w.st.pop("jobStatusCheckFailureStartTime", None) is not None:
+            return BREAK  # clearJobStatusCheckFailureTimer: persist the cleared timer
         return RETURN
     try:
         command = submit_job_command(w)
@@ -176,7 +202,8 @@ def _await_job_status(w: Work, cluster: RayCluster) -> bool:
 
 
 def reconcile_running(w: Work) -> bool:
-    if update_status_to_suspending_if_needed(w) or check_active_deadline(w) or check_transition_grace_period(w):
+    if (update_status_to_suspending_if_needed(w) or check_active_deadline(w) or check_transition_grace_period(w)
+            or check_status_check_timeout(w)):
         return BREAK
     cluster = get_or_create_cluster(w)
     if cluster is None:

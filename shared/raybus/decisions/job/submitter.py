@@ -60,30 +60,33 @@ def build_job_submit_command(job: RayJob, *, mode: str, job_id: str, dashboard_u
                              sidecar_submitter_restart: bool = False) -> list[str]:
     """common.BuildJobSubmitCommand.
 
-    K8sJobMode: the submitter Job may be retried (its backoffLimit), so submission is guarded with
-    ``ray job status`` and done with ``--no-wait``, then ``ray job logs --follow`` waits for the end
-    (kuberay#2154). SidecarMode: the container shares the head's network namespace, waits until the
-    dashboard's GCS is healthy, submits on 127.0.0.1 and waits (restartPolicy Never: no retry, so no
-    guard - unless the SidecarSubmitterRestart gate lets the container restart).
+    Every mode first waits until the dashboard's GCS is healthy (v1.7, kuberay#4468: Python's urllib,
+    so a head image without wget does not wait forever), printing KubeRay's "Waiting for Ray
+    Dashboard GCS to become healthy at <address> ..." every 2 s. K8sJobMode: the submitter Job may
+    be retried (its backoffLimit), so submission is guarded with ``ray job status`` and done with
+    ``--no-wait``, then ``ray job logs --follow`` waits for the end (kuberay#2154). SidecarMode: the
+    container shares the head's network namespace, submits on 127.0.0.1 and waits (restartPolicy
+    Never: no retry, so no guard - unless the SidecarSubmitterRestart gate lets the container
+    restart).
     """
     if mode == JobSubmissionMode.SIDECAR:
         spec = job.spec.ray_cluster_spec
         head = (containers(spec.head_group_spec.template) or [{}])[0] if spec is not None else {}
         port = find_container_port(head, k.DASHBOARD_PORT_NAME, k.DEFAULT_DASHBOARD_PORT)
         address = f"http://127.0.0.1:{port}"
+        # The sidecar shares the head's network namespace: probe localhost.
+        health_url = f"http://localhost:{port}/{k.RAY_DASHBOARD_GCS_HEALTH_PATH}"
     elif mode == JobSubmissionMode.K8S_JOB:
         address = dashboard_url if dashboard_url.startswith("http://") else "http://" + dashboard_url
+        health_url = f"{address}/{k.RAY_DASHBOARD_GCS_HEALTH_PATH}"
     else:
         raise SubmitterError(f"unsupported submission mode for job submit command: {mode}")
 
-    cmd: list[str] = []
-    if mode == JobSubmissionMode.SIDECAR:
-        health = k.BASE_WGET_HEALTH_COMMAND.format(
-            timeout=k.DEFAULT_READINESS_PROBE_FAILURE_THRESHOLD, port=port, path=k.RAY_DASHBOARD_GCS_HEALTH_PATH)
-        # The seed's (THE spec's) wait loop text.
-        cmd += ["until", health, ">/dev/null", "2>&1", ";",
-                "do", "echo", '"Waiting for Ray Dashboard GCS to become healthy..."', ";",
-                "sleep", "2", ";", "done", ";"]
+    health = k.BASE_PYTHON_HEALTH_COMMAND.format(url=health_url,
+                                                 timeout=k.RAY_DASHBOARD_GCS_HEALTH_CHECK_TIMEOUT_SECONDS)
+    cmd: list[str] = ["until", health, ">/dev/null", "2>&1", ";",
+                      "do", "echo", go_quote(f"Waiting for Ray Dashboard GCS to become healthy at {address} ..."), ";",
+                      "sleep", "2", ";", "done", ";"]
     guarded = mode == JobSubmissionMode.K8S_JOB or sidecar_submitter_restart
     if guarded:
         cmd += ["if", "!", "ray", "job", "status", "--address", address, job_id, ">/dev/null", "2>&1", ";", "then"]
@@ -151,6 +154,11 @@ def submitter_container(job: RayJob, *, job_id: str, dashboard_url: str, cluster
     configure_submitter_container(container, job, mode=JobSubmissionMode.SIDECAR.value, job_id=job_id,
                                   dashboard_url=dashboard_url, cluster_name=cluster_name,
                                   cluster_spec=cluster_spec, settings=settings)
+    if settings.feature_gates.sidecar_submitter_restart:
+        # SidecarSubmitterRestart (alpha; needs Kubernetes' ContainerRestartRules): only this
+        # container restarts on a non-zero exit (e.g. `ray job logs --follow` losing its WebSocket);
+        # the restarted script sees the job in `ray job status` and re-attaches to its logs.
+        container["restartPolicy"] = "OnFailure"
     return container
 
 
@@ -168,6 +176,16 @@ def submitter_template(job: RayJob, *, job_id: str, dashboard_url: str, cluster_
     configure_submitter_container(found[0], job, mode=JobSubmissionMode.K8S_JOB.value, job_id=job_id,
                                   dashboard_url=dashboard_url, cluster_name=cluster_name,
                                   cluster_spec=cluster_spec, settings=settings)
+    # v1.7 (kuberay#4638): the submitter Pod carries the originated-from labels, so the RayCluster's
+    # NetworkPolicy (which admits them) lets it reach the dashboard.
+    metadata = template.get("metadata")
+    metadata = dict(metadata) if isinstance(metadata, dict) else {}
+    labels = dict(metadata.get("labels") or {})
+    labels[k.RAY_ORIGINATED_FROM_CR_NAME_LABEL_KEY] = job.name
+    labels[k.RAY_ORIGINATED_FROM_CRD_LABEL_KEY] = k.RAY_JOB_CRD
+    labels[k.KUBERNETES_CREATED_BY_LABEL_KEY] = k.COMPONENT_NAME
+    metadata["labels"] = labels
+    template["metadata"] = metadata
     return template
 
 

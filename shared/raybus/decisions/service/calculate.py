@@ -11,8 +11,14 @@ from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import RayService
 from raybus.decisions.service import constants as c
 from raybus.decisions.service import incremental as inc
-from raybus.decisions.service.clusters import generate_ray_cluster_name, should_prepare_new_cluster, spec_hash
+from raybus.decisions.service.clusters import (
+    generate_ray_cluster_name,
+    should_prepare_new_cluster,
+    spec_for_hashing,
+    spec_hash,
+)
 from raybus.decisions.service.model import ServeConfigCacheEntry, ServiceSettings, ServiceSnapshot
+from raybus.decisions.service.rollback import complete_rollback_if_done, is_rollback_in_progress
 from raybus.decisions.service.services import (
     cluster_name_from_service,
     num_serve_endpoints,
@@ -49,7 +55,8 @@ def promote_and_get_serving(service: RayService, status: Json, head_svc: Json, s
         return False, "clusterName from services is not equal to pendingCluster or activeCluster"
     if incremental:
         if is_condition_true(status, c.UPGRADE_IN_PROGRESS):
-            promote = inc.is_incremental_upgrade_complete(status, pending)
+            # v1.7: never promote during a rollback, whatever the weights say.
+            promote = not is_rollback_in_progress(status) and inc.is_incremental_upgrade_complete(status, pending)
         else:
             promote = not active_name and bool(pending_name)
     else:
@@ -94,12 +101,21 @@ def calculate_status(service: RayService, status: Json, *, snapshot: ServiceSnap
             out.error = error
             return out
 
-    if should_prepare_new_cluster(service, active, pending, is_pending_cluster_serving=serving, gates=gates,
-                                  enable_zero_downtime=settings.enable_zero_downtime):
+    if is_rollback_in_progress(status):
+        pending_raw = next((x for x in snapshot.clusters
+                            if pending is not None and (x.get("metadata") or {}).get("name") == pending.name), None)
+        if complete_rollback_if_done(status, pending, pending_raw, now=now):
+            pending = None
+            out.reasons.append("Rollback to original cluster is complete. Cleaning up pending cluster from prior upgrade.")
+
+    # v1.7: no new cluster is prepared while a rollback is in progress.
+    if not is_rollback_in_progress(status) and should_prepare_new_cluster(
+            service, active, pending, is_pending_cluster_serving=serving, gates=gates,
+            enable_zero_downtime=settings.enable_zero_downtime):
         taken = {str((x.get("metadata") or {}).get("name")) for x in snapshot.clusters}
         taken |= {(status.get(k) or {}).get("rayClusterName") or "" for k in BLOCKS}
         taken |= set(snapshot.deletion_deadlines) | set(cache)
-        name = generate_ray_cluster_name(service, goal_hash=spec_hash(service.spec.ray_cluster_config),
+        name = generate_ray_cluster_name(service, goal_hash=spec_hash(spec_for_hashing(service)),
                                          taken=taken, entropy=snapshot.entropy)
         new_block: Json = {"rayClusterName": name}
         active_block = status.get("activeServiceStatus") or {}

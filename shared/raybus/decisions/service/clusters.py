@@ -31,6 +31,13 @@ def spec_hash(spec: RayClusterSpec) -> str:
     return generate_hash_without_replicas_and_workers_to_delete(spec)
 
 
+def spec_for_hashing(service: RayService) -> RayClusterSpec:
+    """rayClusterSpecForHashing (v1.7): the RayService's cluster spec with ``suspend`` muted. Suspend
+    reaches the RayCluster only when it is created; afterwards Kueue (or whoever queues it) owns it,
+    so toggling it in the RayService is neither an in-place update nor a new cluster."""
+    return service.spec.ray_cluster_config.model_copy(update={"suspend": None})
+
+
 def _annotations(cluster: RayCluster) -> dict[str, str]:
     return cluster.metadata.annotations or {}
 
@@ -42,7 +49,7 @@ def is_cluster_spec_hash_equal(service: RayService, cluster: RayCluster, *, part
     Mirrors KubeRay's quirk: an unparsable/missing num-worker-groups annotation counts as equal
     (clusters created without the annotations are updated in place, never replaced)."""
     cluster_hash = _annotations(cluster).get(c.HASH_WITHOUT_REPLICAS_AND_WORKERS_TO_DELETE_KEY, "")
-    goal = service.spec.ray_cluster_config
+    goal = spec_for_hashing(service)
     if not partial:
         return cluster_hash == spec_hash(goal)
     raw = _annotations(cluster).get(c.NUM_WORKER_GROUPS_KEY, "")
@@ -130,7 +137,7 @@ def construct_ray_cluster(service: RayService, name: str, *, status: Json, gates
     labels = {**(service.metadata.labels or {}), ORIGINATED_FROM_CR_NAME: service.name,
               ORIGINATED_FROM_CRD: "RayService"}
     annotations = {**(service.metadata.annotations or {}),
-                   c.HASH_WITHOUT_REPLICAS_AND_WORKERS_TO_DELETE_KEY: spec_hash(spec),
+                   c.HASH_WITHOUT_REPLICAS_AND_WORKERS_TO_DELETE_KEY: spec_hash(spec_for_hashing(service)),
                    c.NUM_WORKER_GROUPS_KEY: str(len(spec.worker_group_specs or [])),
                    c.KUBERAY_VERSION_KEY: kuberay_version}
     body = copy.deepcopy(spec.to_dict())
@@ -147,6 +154,18 @@ def construct_ray_cluster(service: RayService, name: str, *, status: Json, gates
     }
 
 
+def _keep_suspend(current: Json, goal: Json) -> Json:
+    """updateRayClusterInstance (v1.7): the goal spec, but the existing cluster's ``suspend`` is kept
+    (after creation it belongs to Kueue, not to the RayService)."""
+    spec = copy.deepcopy(goal.get("spec") or {})
+    existing = (current.get("spec") or {}).get("suspend")
+    if existing is None:
+        spec.pop("suspend", None)
+    else:
+        spec["suspend"] = existing
+    return spec
+
+
 def modify_ray_cluster_patch(current: Json, goal: Json) -> Json:
     """modifyRayCluster: spec, labels and annotations become the goal's (as KubeRay's Update)."""
     cur_meta, goal_meta = current.get("metadata") or {}, goal.get("metadata") or {}
@@ -155,7 +174,7 @@ def modify_ray_cluster_patch(current: Json, goal: Json) -> Json:
         sub = merge_patch(cur_meta.get(key) or {}, goal_meta.get(key) or {})
         if sub:
             patch.setdefault("metadata", {})[key] = sub
-    spec = merge_patch(current.get("spec") or {}, goal.get("spec") or {})
+    spec = merge_patch(current.get("spec") or {}, _keep_suspend(current, goal))
     if spec:
         patch["spec"] = spec
     if patch and cur_meta.get("resourceVersion"):
@@ -173,7 +192,7 @@ def apply_modification(current: Json, goal: Json) -> Json:
     meta["labels"] = dict((goal.get("metadata") or {}).get("labels") or {})
     meta["annotations"] = dict((goal.get("metadata") or {}).get("annotations") or {})
     out["metadata"] = meta
-    out["spec"] = copy.deepcopy(goal.get("spec") or {})
+    out["spec"] = _keep_suspend(current, goal)
     return out
 
 

@@ -9,6 +9,9 @@ from typing import Final
 SERVICE_DEFAULT_REQUEUE_SECONDS: Final = 2.0  # ServiceDefaultRequeueDuration
 RAY_CLUSTER_DELETION_DELAY_SECONDS: Final = 60  # RayClusterDeletionDelayDuration
 
+# utils.RayServiceFinalizer (v1.7, kuberay#4807)
+RAY_SERVICE_FINALIZER: Final = "ray.io/rayservice-finalizer"
+
 # Annotations / labels (utils/constant.go)
 HASH_WITHOUT_REPLICAS_AND_WORKERS_TO_DELETE_KEY: Final = "ray.io/hash-without-replicas-and-workers-to-delete"
 NUM_WORKER_GROUPS_KEY: Final = "ray.io/num-worker-groups"
@@ -24,6 +27,7 @@ READY: Final = "Ready"
 UPGRADE_IN_PROGRESS: Final = "UpgradeInProgress"
 SUSPENDING: Final = "Suspending"
 SUSPENDED: Final = "Suspended"
+ROLLBACK_IN_PROGRESS: Final = "RollbackInProgress"
 
 # Condition reasons (RayServiceConditionReason)
 INITIALIZING: Final = "Initializing"

@@ -24,7 +24,7 @@ from raybus.decisions.service import constants as c
 from raybus.decisions.service.clusters import owner_reference
 from raybus.decisions.service.model import ServeConfigCacheEntry
 from raybus.decisions.service.serve import TARGET_CAPACITY_REASON, parse_serve_config, serve_config_hash
-from raybus.decisions.service.status import parse_time
+from raybus.decisions.service.status import is_condition_true, parse_time
 
 Json = dict[str, Any]
 
@@ -111,24 +111,34 @@ class TrafficStep:
 def calculate_traffic_routed_percent(service: RayService, status: Json, *, is_pending_ready: bool,
                                      now: datetime) -> TrafficStep:
     """calculateTrafficRoutedPercent: move stepSizePercent to the pending cluster once per
-    intervalSeconds, never beyond its target_capacity."""
+    intervalSeconds, never beyond its target_capacity. During a rollback (v1.7) the other way: back
+    to the active cluster up to its target_capacity, timed from the active cluster's
+    lastTrafficMigratedTime, whether or not the pending cluster is ready."""
     active = status.get("activeServiceStatus") or {}
     pending = status.get("pendingServiceStatus") or {}
     step = TrafficStep(int(active.get("trafficRoutedPercent", 100)), int(pending.get("trafficRoutedPercent", 0)))
-    if not is_pending_ready:
+    rollback = is_condition_true(status, c.ROLLBACK_IN_PROGRESS)
+    if not is_pending_ready and not rollback:
         return step
     options = upgrade_options(service)
     if options is None:
         return TrafficStep(0, 0, error="ClusterUpgradeOptions are not set during upgrade.")
     pending_capacity = int(pending.get("targetCapacity") or 0)
-    if step.pending == pending_capacity:
+    active_capacity = int(active.get("targetCapacity", 100))
+    if (not rollback and step.pending == pending_capacity) or (rollback and step.active == active_capacity):
         return step
     interval = timedelta(seconds=options.interval_seconds or 0)
-    last = parse_time(pending.get("lastTrafficMigratedTime"))
+    last = parse_time((active if rollback else pending).get("lastTrafficMigratedTime"))
     if last is None or now - last >= interval:
-        step.pending = min(100, step.pending + (options.step_size_percent or 0), pending_capacity)
-        step.active = 100 - step.pending
-        if step.pending < pending_capacity:
+        if rollback:
+            step.active = min(100, step.active + (options.step_size_percent or 0), active_capacity)
+            step.pending = 100 - step.active
+            more = step.active < active_capacity
+        else:
+            step.pending = min(100, step.pending + (options.step_size_percent or 0), pending_capacity)
+            step.active = 100 - step.pending
+            more = step.pending < pending_capacity
+        if more:
             step.next_step_at = now + interval
     else:
         step.next_step_at = last + interval
@@ -209,6 +219,11 @@ def check_if_need_target_capacity_update(status: Json, gateway: Json | None, rou
         return True, "Active RayServiceStatus missing TargetCapacity or TrafficRoutedPercent."
     if pending.get("targetCapacity") is None or pending.get("trafficRoutedPercent") is None:
         return True, "Pending RayServiceStatus missing TargetCapacity or TrafficRoutedPercent."
+    if is_condition_true(status, c.ROLLBACK_IN_PROGRESS):
+        # v1.7: during a rollback the goal is active 100 / pending 0.
+        if active["targetCapacity"] == 100 and pending["targetCapacity"] == 0:
+            return False, "Rollback complete: all traffic has been restored to the active cluster."
+        return True, "Rollback in progress: traffic is being restored to the active cluster."
     if active["targetCapacity"] == 0 and pending["targetCapacity"] == 100:
         return False, ("All traffic has migrated to the upgraded cluster and NewClusterWithIncrementalUpgrade "
                        "is complete.")
@@ -232,10 +247,20 @@ def reconcile_serve_target_capacity(service: RayService, cluster_name: str, stat
         return None
     max_surge = 100 if options.max_surge_percent is None else options.max_surge_percent
     active_tc, pending_tc = int(active["targetCapacity"]), int(pending["targetCapacity"])
-    if pending_tc != int(pending.get("trafficRoutedPercent") or 0):
-        return None  # traffic is still being migrated to the pending cluster
     goal: int | None = None
-    if cluster_name == active.get("rayClusterName") and active_tc + pending_tc > 100:
+    if is_condition_true(status, c.ROLLBACK_IN_PROGRESS):
+        # v1.7 rollback, the inverse of the upgrade: once traffic is back on the active cluster up
+        # to its capacity, scale the pending one down, then the active one up, by maxSurgePercent.
+        if active_tc != int(active.get("trafficRoutedPercent") or 0):
+            return None  # traffic is still rolling back to the active cluster
+        if active_tc + pending_tc > 100:
+            if cluster_name == pending.get("rayClusterName"):
+                goal = max(0, pending_tc - max_surge)
+        elif cluster_name == active.get("rayClusterName"):
+            goal = min(100, active_tc + max_surge)
+    elif pending_tc != int(pending.get("trafficRoutedPercent") or 0):
+        return None  # traffic is still being migrated to the pending cluster
+    elif cluster_name == active.get("rayClusterName") and active_tc + pending_tc > 100:
         goal = max(0, active_tc - max_surge)
     elif cluster_name == pending.get("rayClusterName") and active_tc + pending_tc <= 100:
         goal = min(100, pending_tc + max_surge)

@@ -1,7 +1,7 @@
 """RayServiceReconciler.Reconcile (rayservice_controller.go, seed 000 steps 1-14) as one pure function.
 
 ``reconcile_rayservice(snapshot, settings=..., now=...)``: managedBy external -> skip; deletion ->
-stop; validation (Ready=False/ValidationFailed); previous round's failures -> KubeRay's error;
+delete the RayClusters, then drop ``ray.io/rayservice-finalizer``; no finalizer -> add it; validation (Ready=False/ValidationFailed); previous round's failures -> KubeRay's error;
 suspend; serve-config cache cleanup; dangling-cluster cleanup; the terminal initializing timeout;
 reconcileRayCluster; head Pods' ray.io/serve labels; reconcileServe; Gateway/HTTPRoute (incremental
 upgrade); Services to the ready cluster; calculateStatus; status written only when it changed.
@@ -20,12 +20,17 @@ from datetime import datetime
 from typing import Any
 
 from raybus.api.predicates import is_incremental_upgrade_enabled
-from raybus.decisions.commands import Command, RecordEvent, UpdateStatus
+from raybus.api.rayservice import RayService
+from raybus.decisions.commands import Command, PatchObject, RecordEvent, UpdateStatus
 from raybus.decisions.dashboard_contract import DashboardCommand, DashboardInterest
 from raybus.decisions.service import constants as c
 from raybus.decisions.service import incremental as inc
 from raybus.decisions.service.calculate import calculate_status
-from raybus.decisions.service.cleanup import clean_up_ray_cluster_instance
+from raybus.decisions.service.cleanup import (
+    associated_clusters,
+    clean_up_ray_cluster_instance,
+    delete_cluster,
+)
 from raybus.decisions.service.clusters import should_prepare_new_cluster
 from raybus.decisions.service.interest import cluster_interest
 from raybus.decisions.service.model import (
@@ -35,6 +40,11 @@ from raybus.decisions.service.model import (
     ServiceSnapshot,
 )
 from raybus.decisions.service.ray_cluster import reconcile_ray_cluster
+from raybus.decisions.service.rollback import (
+    ROLLBACK_IMPOSSIBLE,
+    is_rollback_in_progress,
+    reconcile_rollback_state,
+)
 from raybus.decisions.service.serve import (
     ServeResult,
     apply_dashboard_results,
@@ -95,6 +105,36 @@ def _managed_by_external(snapshot: ServiceSnapshot) -> str | None:
     return managed_by if managed_by and managed_by != c.KUBERAY_OPERATOR else None
 
 
+def finalizer_patch(service: RayService, finalizers: list[str]) -> PatchObject:
+    """KubeRay Updates the RayService: the resourceVersion makes the merge patch just as optimistic."""
+    meta: Json = {"finalizers": finalizers}
+    if service.metadata.resource_version:
+        meta["resourceVersion"] = service.metadata.resource_version
+    added = c.RAY_SERVICE_FINALIZER in finalizers
+    return PatchObject(reason=f"{'Add' if added else 'Remove'} the finalizer {c.RAY_SERVICE_FINALIZER}",
+                       target=service_ref(service), merge_patch={"metadata": meta})
+
+
+def _finalize(service: RayService, snapshot: ServiceSnapshot, rnd: _Round, *, now: datetime) -> ServiceDecision:
+    """The deletion branch of Reconcile: cleanUpRayClusterInstance with a zero delay, then
+    RemoveFinalizer once no associated RayCluster is listed. Clusters already being deleted are not
+    deleted again (KubeRay re-issues the Delete, and its Event, on every 2 s requeue); the watcher
+    wakes this RayService when each one is gone. The Redis state goes with the RayService."""
+    finalizers = list(service.metadata.finalizers or [])
+    clusters = associated_clusters(service, snapshot.clusters)
+    if not clusters:
+        if c.RAY_SERVICE_FINALIZER in finalizers:
+            rnd.commands.append(finalizer_patch(service, [f for f in finalizers if f != c.RAY_SERVICE_FINALIZER]))
+            rnd.reasons.append("No RayClusters exist, removing finalizer")
+        return rnd.decision(now=now, interest=[])
+    for cluster in clusters:
+        if not (cluster.get("metadata") or {}).get("deletionTimestamp"):
+            rnd.commands.append(delete_cluster(service, cluster))
+    rnd.reasons.append("RayService is being deleted. Deleting RayCluster(s): "
+                       + ", ".join(str((x.get("metadata") or {}).get("name")) for x in clusters))
+    return rnd.decision(now=now, interest=[])
+
+
 def reconcile_rayservice(snapshot: ServiceSnapshot, *, settings: ServiceSettings, now: datetime) -> ServiceDecision:
     service = snapshot.service
     gates = settings.operator.feature_gates
@@ -104,10 +144,14 @@ def reconcile_rayservice(snapshot: ServiceSnapshot, *, settings: ServiceSettings
     if manager is not None:
         rnd.reasons.append(f"Skipping RayService managed by a custom controller (managed-by {manager})")
         return rnd.decision(now=now, interest=[])
-    # KubeRay has no RayService finalizer (garbage collection removes the children); never create
-    # children for an object that is going away.
+    # v1.7 (kuberay#4807): ray.io/rayservice-finalizer. A RayService being deleted deletes its
+    # RayClusters at once (no deletion delay) and loses the finalizer when none is left; one without
+    # it gets it before anything else happens.
     if service.metadata.deletion_timestamp:
-        rnd.reasons.append("RayService is being deleted; garbage collection removes what it owns")
+        return _finalize(service, snapshot, rnd, now=now)
+    if c.RAY_SERVICE_FINALIZER not in (service.metadata.finalizers or []):
+        rnd.commands.append(finalizer_patch(service, [*(service.metadata.finalizers or []), c.RAY_SERVICE_FINALIZER]))
+        rnd.reasons.append(f"Adding finalizer to RayService ({c.RAY_SERVICE_FINALIZER})")
         return rnd.decision(now=now, interest=[])
     # Step 3: validation -> Ready=False/ValidationFailed + Warning event, no requeue.
     invalid = rayservice_validation(service, now=now, gates=gates)
@@ -165,7 +209,14 @@ def reconcile_rayservice(snapshot: ServiceSnapshot, *, settings: ServiceSettings
     rnd.reasons += pair.reasons
     active, pending = pair.active, pair.pending
     incremental = is_incremental_upgrade_enabled(service.spec, gates)
+    if incremental:
+        # v1.7: decide the rollback state right before the serving decisions.
+        impossible = reconcile_rollback_state(service, status, active, pending, now=now)
+        if impossible is not None:
+            rnd.commands.append(RecordEvent(reason=impossible, target=service_ref(service), type="Warning",
+                                            event_reason=ROLLBACK_IMPOSSIBLE, message=impossible))
     incr_in_progress = incremental and is_condition_true(status, c.UPGRADE_IN_PROGRESS)
+    rolling_back = incremental and is_rollback_in_progress(status)
     serve_active = active is not None and (
         (pending is None and not should_prepare_new_cluster(
             service, active, None, is_pending_cluster_serving=False, gates=gates,
@@ -208,7 +259,11 @@ def reconcile_rayservice(snapshot: ServiceSnapshot, *, settings: ServiceSettings
             continue
         res = reconcile_serve(service, cluster, heads[cluster.name][0], status=status,
                               observation=snapshot.observations.get(cluster.name), cached=cache.get(cluster.name),
-                              gates=gates, incremental=incremental, skip_config_update=is_active and incr_in_progress,
+                              gates=gates, incremental=incremental,
+                              # v1.7: the active cluster keeps its config during an upgrade, the
+                              # pending one gets none during a rollback (it only drains).
+                              skip_config_update=(is_active and incr_in_progress and not rolling_back)
+                              or (not is_active and rolling_back),
                               now=now)
         rnd.reasons += res.reasons
         rnd.dashboard += res.dashboard_commands

@@ -14,7 +14,7 @@ from raybus.decisions.cluster import labels as k
 from raybus.decisions.cluster.kuberay_names import check_label, generate_identifier, owner_head_service_name
 from raybus.decisions.cluster.kuberay_names import serve_service_label as kuberay_serve_service_label
 from raybus.decisions.cluster.kuberay_names import serve_service_name as kuberay_serve_service_name
-from raybus.decisions.cluster.services import head_service_labels, service_ports
+from raybus.decisions.cluster.services import head_service_labels, is_serving_port_name, service_ports
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject
 from raybus.decisions.dashboard_contract import ClusterObservation
@@ -22,8 +22,9 @@ from raybus.decisions.service import constants as c
 from raybus.decisions.service.clusters import ORIGINATED_FROM_CR_NAME, ORIGINATED_FROM_CRD, owner_reference
 
 Json = dict[str, Any]
-NO_SERVE_PORT = ("Please specify the port named 'serve' in the Ray head container; "
-                 "otherwise, the Kubernetes service for Ray Serve will not be created.")
+# BuildServeService's error (v1.7 wording, which names the serve-* ports too).
+NO_SERVE_PORT = ("Please specify a port named 'serve' (or with the prefix 'serve-', e.g. 'serve-grpc') "
+                 "in the Ray head container; otherwise, the Kubernetes service for Ray Serve will not be created.")
 
 
 class ServiceBuildError(ValueError):
@@ -87,13 +88,16 @@ def build_head_service(service: RayService, cluster: RayCluster, settings: Opera
 
 
 def build_serve_service(service: RayService, cluster: RayCluster, *, per_cluster: bool = False) -> Json:
-    """BuildServeService for a RayService: only the ``serve`` port; selector = that cluster's Pods
-    whose ray.io/serve is "true". ``serveService`` overrides everything but selector, labels,
-    namespace and (when the head has one) the ports. ``per_cluster``: the incremental upgrade's
-    ``<cluster>-serve-svc`` (HTTPRoute backend), owned by its RayCluster."""
+    """BuildServeService for a RayService: the ``serve`` and every ``serve-*`` port (v1.7,
+    kuberay#4558; sorted by name where Go iterates a map); selector = that cluster's Pods whose
+    ray.io/serve is "true". ``serveService`` overrides everything but selector, labels and
+    namespace; its ports give way to the head's serving ports, except that a user port with the
+    same name is kept as written (appProtocol such as ``kubernetes.io/h2c`` for gRPC); with no
+    serving port on the head the user's ports stay as they are. ``per_cluster``: the incremental
+    upgrade's ``<cluster>-serve-svc`` (HTTPRoute backend), owned by its RayCluster."""
     ports = service_ports(cluster)
-    serve_ports = [{"name": k.SERVING_PORT_NAME, "port": ports[k.SERVING_PORT_NAME]}] \
-        if k.SERVING_PORT_NAME in ports else []
+    serve_ports: list[Json] = [{"name": name, "port": ports[name]}
+                               for name in sorted(ports) if is_serving_port_name(name)]
     override = None if per_cluster else service.spec.serve_service
     if not serve_ports and override is None:
         raise ServiceBuildError(NO_SERVE_PORT)
@@ -110,10 +114,8 @@ def build_serve_service(service: RayService, cluster: RayCluster, *, per_cluster
         spec["selector"] = selector
         meta["annotations"] = dict(meta.get("annotations") or {})
         if serve_ports:
-            spec["ports"] = serve_ports  # the head's 'serve' port wins over user ports
-        else:
-            user = [p for p in spec.get("ports") or [] if isinstance(p, dict) and p.get("name") == k.SERVING_PORT_NAME]
-            spec["ports"] = [{"name": user[0]["name"], "port": user[0].get("port")}] if user else []
+            user = {p.get("name"): p for p in spec.get("ports") or [] if isinstance(p, dict)}
+            spec["ports"] = [user.get(p["name"], p) for p in serve_ports]
         meta["labels"] = {**(meta.get("labels") or {}), **labels}
         meta["name"] = meta.get("name") or name
         if not spec.get("type") and service_type:

@@ -25,11 +25,19 @@ from raybus.decisions.service.services import head_service_name, serve_service_n
 from raybus.decisions.service.status import is_condition_true, remove_condition, set_condition
 
 Json = dict[str, Any]
-MSG_SUSPEND_REQUESTED = "Spec.Suspend is true; deleting the resources owned by the RayService."
+# handleSuspend's condition messages (v1.7, verbatim).
+MSG_SUSPEND_REQUESTED = "Spec.Suspend is true; will delete all Kubernetes resources owned by this RayService."
+MSG_SUSPEND_WAITING = "Waiting for all Kubernetes resources owned by this RayService to be deleted."
 MSG_SUSPENDED = "All owned resources have been deleted."
 MSG_READY_SUSPENDED = "RayService is suspended."
 MSG_READY_SUSPENDING = "RayService is suspending."
-MSG_RESUMED = "Spec.Suspend is false; the RayService is resuming."
+MSG_RESUMED = "Spec.Suspend is false; RayService has resumed."
+MSG_RESUMED_INITIALIZING = "RayService is initializing after resuming from suspend."
+MSG_NO_UPGRADE = "No upgrade in progress."
+MSG_NO_ROLLBACK = "No rollback in progress."
+# deleteRayServiceOwnedResources' Events: kind -> K8sEventType.
+_DELETED_EVENT = {"RayCluster": "DeletedRayCluster", "Service": "DeletedService", "Gateway": "DeletedGateway",
+                  "HTTPRoute": "DeletedHTTPRoute"}
 
 
 @dataclass
@@ -74,6 +82,21 @@ def owned_resources(service: RayService, *, clusters: list[Json], services: list
     return out
 
 
+def _not_ready(status: Json, reason: str, ready_message: str, *, now: datetime) -> None:
+    """Ready, UpgradeInProgress and RollbackInProgress all False with the suspend reason."""
+    set_condition(status, c.READY, "False", reason, ready_message, now=now)
+    set_condition(status, c.UPGRADE_IN_PROGRESS, "False", reason, MSG_NO_UPGRADE, now=now)
+    set_condition(status, c.ROLLBACK_IN_PROGRESS, "False", reason, MSG_NO_ROLLBACK, now=now)
+
+
+def _reset_serving(status: Json) -> None:
+    """ActiveServiceStatus, PendingServiceStatus, NumServeEndpoints=0, ServiceStatus=NotRunning."""
+    status["activeServiceStatus"] = {}
+    status["pendingServiceStatus"] = {}
+    status["numServeEndpoints"] = 0
+    status.pop("serviceStatus", None)  # NotRunning is ""
+
+
 def handle_suspend(service: RayService, status: Json, *, resources: list[tuple[str, Json, ObjectRef | None]],
                    cache: dict[str, ServeConfigCacheEntry], deadlines: dict[str, datetime],
                    now: datetime) -> SuspendResult | None:
@@ -87,6 +110,9 @@ def handle_suspend(service: RayService, status: Json, *, resources: list[tuple[s
             return None
         _observe(status, generation)  # a spec transition is being acted on (kuberay#4897)
         set_condition(status, c.SUSPENDING, "True", c.SUSPEND_REQUESTED, MSG_SUSPEND_REQUESTED, now=now)
+        _not_ready(status, c.SUSPEND_IN_PROGRESS, MSG_READY_SUSPENDING, now=now)
+        # v1.7 resets the serving status with the commit point, not at the end.
+        _reset_serving(status)
         # The commit point is persisted before anything is deleted (the status write re-triggers us).
         return SuspendResult(done=True, reasons=["Suspend requested: Suspending=True is written before teardown"])
     if suspending:
@@ -95,24 +121,21 @@ def handle_suspend(service: RayService, status: Json, *, resources: list[tuple[s
             for label, obj, ref in resources:
                 if (obj.get("metadata") or {}).get("deletionTimestamp"):
                     continue
-                out.commands.append(delete_cluster(service, obj) if ref is None else
-                                    DeleteObject(reason=f"Deleted {label} to suspend {service.namespace}/{service.name}",
-                                                 target=ref, propagation="Background"))
+                kind, _, name = label.partition("/")
+                message = f"Deleted the {kind} {service.namespace}/{name} during suspend"
+                out.commands.append(
+                    delete_cluster(service, obj).model_copy(update={"reason": message}) if ref is None else
+                    DeleteObject(reason=message, target=ref, propagation="Background",
+                                 event_reason=_DELETED_EVENT.get(kind)))
             waiting = ", ".join(label for label, _, _ in resources)
-            set_condition(status, c.SUSPENDING, "True", c.SUSPEND_IN_PROGRESS,
-                          f"Waiting for owned resources to be deleted: {waiting}", now=now)
-            set_condition(status, c.READY, "False", c.SUSPEND_IN_PROGRESS, MSG_READY_SUSPENDING, now=now)
-            status.pop("serviceStatus", None)
+            set_condition(status, c.SUSPENDING, "True", c.SUSPEND_IN_PROGRESS, MSG_SUSPEND_WAITING, now=now)
             out.reasons.append(f"Suspending: waiting for {waiting}")
             return out
         _observe(status, generation)
         set_condition(status, c.SUSPENDING, "False", c.SUSPEND_COMPLETE, MSG_SUSPENDED, now=now)
         set_condition(status, c.SUSPENDED, "True", c.SUSPEND_COMPLETE, MSG_SUSPENDED, now=now)
-        set_condition(status, c.READY, "False", c.SUSPEND_COMPLETE, MSG_READY_SUSPENDED, now=now)
-        status["activeServiceStatus"] = {}
-        status["pendingServiceStatus"] = {}
-        for key in ("serviceStatus", "numServeEndpoints"):
-            status.pop(key, None)
+        _not_ready(status, c.SUSPEND_COMPLETE, MSG_READY_SUSPENDED, now=now)
+        _reset_serving(status)  # already reset by the commit point; kept for objects suspended before
         out.cache = {name: None for name in cache}
         out.deadlines = {name: None for name in deadlines}
         out.reasons.append("All RayService-owned resources deleted; Suspended")
@@ -125,5 +148,5 @@ def handle_suspend(service: RayService, status: Json, *, resources: list[tuple[s
     # lastTransitionTime, so ray.io/initializing-timeout applies to the resumed attempt.
     for type_ in (c.READY, c.UPGRADE_IN_PROGRESS):
         remove_condition(status, type_)
-        set_condition(status, type_, "False", c.INITIALIZING, c.MSG_INITIALIZING, now=now)
+        set_condition(status, type_, "False", c.INITIALIZING, MSG_RESUMED_INITIALIZING, now=now)
     return None

@@ -82,8 +82,8 @@ def test_custom_head_port_and_service_name_flow_into_worker() -> None:
 
 # ---- probes (TestInitLivenessAndReadinessProbe, TestInitLivenessAndReadinessProbeUnified) ------------
 
-RAYLET = "wget -T 2 -q -O- http://localhost:52365/api/local_raylet_healthz | grep success"
-GCS = "wget -T 10 -q -O- http://localhost:8265/api/gcs_healthz | grep success"
+RAYLET = "wget --tries 1 -T 2 -q -O- http://localhost:52365/api/local_raylet_healthz | grep success"
+GCS = "wget --tries 1 -T 10 -q -O- http://localhost:8265/api/gcs_healthz | grep success"
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ GCS = "wget -T 10 -q -O- http://localhost:8265/api/gcs_healthz | grep success"
             "worker",
             "RayService",
             RAYLET,
-            f"{RAYLET} && wget -T 10 -q -O- http://localhost:8000/-/healthz | grep success",
+            f"{RAYLET} && wget --tries 1 -T 10 -q -O- http://localhost:8000/-/healthz | grep success",
             2,
             1,
         ),

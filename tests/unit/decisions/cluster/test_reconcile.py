@@ -224,3 +224,34 @@ def test_ingress_created_then_kept_in_line() -> None:
     assert patch.target.name == "demo-head-ingress"
     assert patch.merge_patch["metadata"]["annotations"] == {"team": None}
     assert patch.merge_patch["spec"]["rules"][0]["host"] == "b.example.com"
+
+
+def _group(name: str, restart_policy: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.46.0"}]}
+    if restart_policy is not None:
+        spec["restartPolicy"] = restart_policy
+    return worker_group(name, template={"spec": spec})
+
+
+@pytest.mark.parametrize(("version", "policies", "warned"), [
+    # v1.7: autoscaler v1 + a worker restartPolicy other than Never -> a Warning, the reconcile goes on
+    ("v1", {"a": "Always", "b": None, "c": "OnFailure"}, "[a, c]"),
+    ("v1", {"a": "Never", "b": None}, None),
+    ("v2", {"a": "Always"}, None),
+    (None, {"a": "Always"}, None),
+])
+def test_autoscaler_v1_restart_policy_warning(version: str | None, policies: dict[str, str | None],
+                                              warned: str | None) -> None:
+    options = {"version": version} if version else None
+    cluster = make_cluster(groups=[_group(n, p) for n, p in policies.items()], enableInTreeAutoscaling=True,
+                           **({"autoscalerOptions": options} if options else {}))
+    d = decide(ClusterSnapshot(cluster=cluster))
+    warnings = [c for c in d.commands if isinstance(c, RecordEvent) and c.message.startswith("RayCluster spec warning")]
+    if warned is None:
+        assert warnings == []
+    else:
+        expected = (f"RayCluster spec warning ns/demo: restartPolicy for worker groups {warned} should be Never "
+                    "or unset when using autoscaler V1")
+        assert [(w.event_reason, w.message) for w in warnings] == [("InvalidRayClusterSpec", expected)]
+    if version != "v2":  # (v2 rejects such a group in ValidateRayClusterSpec instead)
+        assert creates(d)  # not a blocking validation error

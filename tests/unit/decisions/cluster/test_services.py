@@ -85,6 +85,19 @@ def test_build_service_for_head_pod() -> None:  # TestBuildServiceForHeadPod
     assert "type" not in svc["spec"]
 
 
+@pytest.mark.parametrize(("options", "path", "path_type"), [
+    (None, "/", "Prefix"),
+    ({}, "/", "Prefix"),
+    ({"host": "h"}, "/", "Prefix"),
+    ({"path": "/dash"}, "/dash", "Prefix"),
+    ({"pathType": "Exact"}, "/", "Exact"),
+])
+def test_ingress_path_defaults(options: dict[str, str] | None, path: str, path_type: str) -> None:
+    head = {"enableIngress": True} if options is None else {"enableIngress": True, "ingressOptions": options}
+    [rule_path] = build_head_ingress(make(head))["spec"]["rules"][0]["http"]["paths"]
+    assert (rule_path["path"], rule_path["pathType"]) == (path, path_type)
+
+
 @pytest.mark.parametrize(
     ("ports", "expected"),
     [
@@ -236,7 +249,7 @@ def test_headless_worker_service() -> None:  # TestBuildHeadlessServiceForRayClu
     }
 
 
-def test_ingress_legacy_path() -> None:  # TestBuildIngressForHeadService
+def test_ingress_default_path() -> None:  # TestBuildIngressForHeadService (v1.7: "/" Prefix)
     rc = make({"enableIngress": True})
     rc.metadata.annotations = {
         "kubernetes.io/ingress.class": "nginx",
@@ -259,8 +272,8 @@ def test_ingress_legacy_path() -> None:  # TestBuildIngressForHeadService
                 "http": {
                     "paths": [
                         {
-                            "path": "/raycluster-sample/(.*)",
-                            "pathType": "Exact",
+                            "path": "/",
+                            "pathType": "Prefix",
                             "backend": {
                                 "service": {"name": "raycluster-sample-head-svc", "port": {"number": 8265}}
                             },

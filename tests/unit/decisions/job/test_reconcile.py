@@ -13,6 +13,7 @@ from raybus.decisions.job.names import generate_ray_cluster_name, generate_ray_j
 from raybus.decisions.job.settings import JobSettings
 from tests.unit.decisions.job.fixtures import (
     SETTINGS,
+    T0,
     created,
     decide,
     deleted,
@@ -253,7 +254,9 @@ def test_http_mode_never_resubmits_on_the_observation_that_predates_the_submissi
         assert submits(d) == [] and d.error is None and d.interest.poll_now == f"submitted/{CL}/{JID}"
     failed = decide(snap(running(jobStatus=""), spec=HTTP, dashboard=stale,
                          dashboard_results=[result("submit_job", CL, "failed", "500 boom")]))
-    assert submits(failed) == [] and failed.error is not None and "500 boom" in failed.error
+    # v1.7 (reconcileHTTPModeJobNotFound): a failed submission starts the status-check timer.
+    assert submits(failed) == [] and failed.error is None
+    assert failed.status["jobStatusCheckFailureStartTime"] == ts(0) and failed.status["jobDeploymentStatus"] == "Running"
     expired = result("submit_job", CL, "failed").model_copy(update={"expired": True}) \
         if "expired" in result("submit_job", CL).model_fields else None
     if expired is not None:
@@ -393,3 +396,53 @@ def test_follow_jobs_only_for_modes_without_a_submitter_while_not_terminal(
         assert d.interest.jobs == [JID] and d.interest.cluster == CL
     if d.interest.cluster is not None:  # the submitter container reports the end in the other modes
         assert d.interest.job_end_signalled == (mode in ("K8sJobMode", "SidecarMode"))
+
+
+@pytest.mark.parametrize(("name", "start", "results", "seconds", "expect"), [
+    # (timer already running, previous submission failed again): no write, submit again in 3 s
+    ("refused again, timer running", 0, "failed", 100, {"status": None, "requeue": 3.0, "submits": 0}),
+    # the previous submission went through: clearJobStatusCheckFailureTimer persists the clear
+    ("accepted, timer cleared", 0, "ok", 100, {"status": "cleared", "submits": 0}),
+    # nothing submitted last round, job still missing: submit again, timer untouched
+    ("not found, submit again", 0, None, 100, {"status": None, "submits": 1}),
+    # the timeout is judged before anything else in Running, with KubeRay's message
+    ("timeout after a failed re-submit", 0, "failed", 300, {"failed": True}),
+])
+def test_http_mode_failed_resubmit_runs_the_status_check_timer(
+        name: str, start: int, results: str | None, seconds: int, expect: dict[str, Any]) -> None:
+    stale = observation(CL, missing=[JID])
+    found = [result("submit_job", CL, results, "500 boom")] if results else []
+    d = decide(snap(running(jobStatus="", jobStatusCheckFailureStartTime=ts(start)), spec=HTTP, dashboard=stale,
+                    dashboard_results=found), seconds=seconds)
+    assert d.error is None, name
+    if expect.get("failed"):
+        assert d.status["jobDeploymentStatus"] == "Failed" and d.status["reason"] == "JobStatusCheckTimeoutExceeded"
+        assert d.status["message"] == ("Job status checks have been failing since 2026-01-01 00:00:00; "
+                                       "exceeded timeout of 300s")
+        return
+    assert len(submits(d)) == expect["submits"], name
+    if expect["status"] == "cleared":
+        assert "jobStatusCheckFailureStartTime" not in d.status
+    else:
+        assert d.status is None, name
+    if "requeue" in expect:
+        assert d.requeue_after == expect["requeue"]
+
+
+@pytest.mark.parametrize(("reason", "retried"), [
+    # checkBackoffLimitAndUpdateStatusIfNeeded (v1.7)
+    ("AppFailed", True),
+    ("SubmissionFailed", True),
+    ("PreRunningDeadlineExceeded", True),
+    ("DeadlineExceeded", False),
+    ("JobStatusCheckTimeoutExceeded", False),
+])
+def test_backoff_limit_retries_by_reason(reason: str, retried: bool) -> None:
+    from raybus.decisions.job.checks import check_backoff_limit
+    from raybus.decisions.job.work import Work
+
+    w = Work(snap(running(jobDeploymentStatus="Failed", reason=reason), spec={"backoffLimit": 2}),
+             settings=JobSettings(), now=T0)
+    check_backoff_limit(w)
+    assert w.st["failed"] == 1
+    assert w.jds == ("Retrying" if retried else "Failed")

@@ -25,6 +25,19 @@ ENTRY = "echo no quote 'single quote' \"double quote\""
 ADDR = "http://127.0.0.1:8265"
 
 
+def python_health(url: str) -> str:
+    """utils.BasePythonHealthCommand (v1.7) with RayDashboardGCSHealthCheckTimeoutSeconds."""
+    return ('python -c "import urllib.request; r=urllib.request.urlopen(\'' + url + '\', timeout=10); '
+            'exit(0 if b\'success\' in r.read() else 1)"')
+
+
+def wait_loop(health_url: str, address: str = ADDR) -> list[str]:
+    """The GCS health wait every mode starts with (job_test.go's expected prefix)."""
+    return ["until", python_health(health_url), ">/dev/null", "2>&1", ";",
+            "do", "echo", go_quote(f"Waiting for Ray Dashboard GCS to become healthy at {address} ..."), ";",
+            "sleep", "2", ";", "done", ";"]
+
+
 def template_job(**spec: object) -> RayJob:
     """rayJobTemplate() of job_test.go."""
     return make_job(runtimeEnvYAML="test: test", metadata={"testKey": "testValue"},
@@ -42,28 +55,29 @@ TAIL = ["--runtime-env-json", go_quote('{"test":"test"}'), "--metadata-json", go
 
 def test_k8s_job_mode_command_is_idempotent_submit_then_follow() -> None:
     cmd = build_job_submit_command(template_job(), mode="K8sJobMode", job_id="testJobId", dashboard_url=ADDR)
-    assert cmd == ["if", "!", "ray", "job", "status", "--address", ADDR, "testJobId", ">/dev/null", "2>&1", ";", "then",
+    assert cmd == [*wait_loop(f"{ADDR}/api/gcs_healthz"), "if", "!", "ray", "job", "status", "--address", ADDR, "testJobId", ">/dev/null", "2>&1", ";", "then",
                    "ray", "job", "submit", "--address", ADDR, "--no-wait", *TAIL,
                    "fi", ";", "ray", "job", "logs", "--address", ADDR, "--follow", "testJobId"]
 
 
 def test_k8s_job_mode_prefixes_http() -> None:
     cmd = build_job_submit_command(template_job(), mode="K8sJobMode", job_id="j", dashboard_url="svc.ns:8265")
-    assert cmd[6] == "http://svc.ns:8265"
+    assert cmd[:14] == wait_loop("http://svc.ns:8265/api/gcs_healthz", "http://svc.ns:8265")
+    assert cmd[14 + 6] == "http://svc.ns:8265"
 
 
 def test_sidecar_mode_waits_for_gcs_health_and_submits_on_localhost_without_guard() -> None:
     cmd = build_job_submit_command(template_job(), mode="SidecarMode", job_id="testJobId", dashboard_url="")
-    assert cmd == ["until", "wget -T 10 -q -O- http://localhost:8265/api/gcs_healthz | grep success",
-                   ">/dev/null", "2>&1", ";", "do", "echo", '"Waiting for Ray Dashboard GCS to become healthy..."',
-                   ";", "sleep", "2", ";", "done", ";", "ray", "job", "submit", "--address", ADDR, *TAIL]
+    # TestBuildJobSubmitCommandWithSidecarMode: the sidecar probes localhost, submits on 127.0.0.1.
+    assert cmd == [*wait_loop("http://localhost:8265/api/gcs_healthz"), "ray", "job", "submit", "--address", ADDR,
+                   *TAIL]
 
 
 def test_sidecar_mode_uses_the_heads_dashboard_port() -> None:
     job = make_job(submissionMode="SidecarMode", rayClusterSpec={"headGroupSpec": {"template": {"spec": {
         "containers": [{"name": "ray-head", "image": "i", "ports": [{"name": "dashboard", "containerPort": 9999}]}]}}}})
     cmd = build_job_submit_command(job, mode="SidecarMode", job_id="j", dashboard_url="")
-    assert "http://127.0.0.1:9999" in cmd and "wget -T 10 -q -O- http://localhost:9999/api/gcs_healthz | grep success" in cmd
+    assert cmd[:14] == wait_loop("http://localhost:9999/api/gcs_healthz", "http://127.0.0.1:9999")
 
 
 def test_sidecar_submitter_restart_gate_adds_the_guard() -> None:
@@ -114,8 +128,13 @@ def test_default_submitter_template_uses_head_image_bash_ce_and_env() -> None:
     assert tpl["spec"]["restartPolicy"] == "Never"
     assert container["name"] == "ray-job-submitter" and container["image"] == "rayproject/ray:custom-version"
     assert container["command"] == ["/bin/bash", "-ce", "--"]
-    assert container["args"][0].startswith("if ! ray job status --address http://test-url test-job-id >/dev/null 2>&1 ; "
-                                           "then ray job submit --address http://test-url --no-wait ")
+    assert container["args"][0].startswith(" ".join(wait_loop("http://test-url/api/gcs_healthz", "http://test-url")))
+    assert "; if ! ray job status --address http://test-url test-job-id >/dev/null 2>&1 ; " \
+           "then ray job submit --address http://test-url --no-wait " in container["args"][0]
+    # kuberay#4638: the originated-from labels, so the cluster's NetworkPolicy admits the submitter.
+    assert tpl["metadata"]["labels"] == {"ray.io/originated-from-cr-name": job.name,
+                                         "ray.io/originated-from-crd": "RayJob",
+                                         "app.kubernetes.io/created-by": "kuberay-operator"}
     assert container["resources"] == {"limits": {"cpu": "1", "memory": "1Gi"},
                                       "requests": {"cpu": "500m", "memory": "200Mi"}}
     assert container["env"] == [{"name": "PYTHONUNBUFFERED", "value": "1"},
@@ -182,3 +201,47 @@ def test_go_formats() -> None:
     assert not ray_version_at_least_2_6("2.5.9") and not ray_version_at_least_2_6("2.6.0-rc1")
     with pytest.raises(ValueError):
         ray_version_at_least_2_6("latest")
+
+
+def test_user_template_labels_are_kept_and_originated_from_added() -> None:
+    job = template_job(submitterPodTemplate={"metadata": {"labels": {"team": "a", "ray.io/originated-from-crd": "x"}},
+                                             "spec": {"containers": [{"name": "mine", "image": "img"}]}})
+    tpl = submitter_template(job, job_id="j", dashboard_url="u", cluster_name="c", cluster_spec=_spec(),
+                             settings=OperatorSettings())
+    assert tpl["metadata"]["labels"] == {"team": "a", "ray.io/originated-from-cr-name": job.name,
+                                         "ray.io/originated-from-crd": "RayJob",
+                                         "app.kubernetes.io/created-by": "kuberay-operator"}
+
+
+@pytest.mark.parametrize(("gate", "restart_policy"), [(False, None), (True, "OnFailure")])
+def test_sidecar_container_restart_policy_follows_the_gate(gate: bool, restart_policy: str | None) -> None:
+    """TestGetSubmitterContainerWithFeatureGate."""
+    from raybus.api.settings import FeatureGates
+    from raybus.decisions.job.submitter import submitter_container
+
+    settings = OperatorSettings(feature_gates=FeatureGates(sidecar_submitter_restart=gate))
+    job = template_job(submissionMode="SidecarMode")
+    container = submitter_container(job, job_id="j", dashboard_url="u", cluster_name="c",
+                                    cluster_spec=job.spec.ray_cluster_spec, settings=settings)
+    assert container.get("restartPolicy") == restart_policy
+    assert ("ray job status" in container["args"][0]) is gate
+
+
+@pytest.mark.parametrize(("name", "restarts", "exit_code", "term", "last_term", "expected"), [
+    # TestCheckIsRestartCountExceeded (limit 2)
+    ("restart count below limit of 2", 1, 1, True, True, False),
+    ("restart count at limit of 2", 2, 1, True, True, True),
+    ("successful exit should not trigger failure", 3, 0, True, True, False),
+    ("never terminated before", 5, 1, True, False, False),
+    ("running again after restarts", 2, None, False, True, True),
+])
+def test_restart_count_exceeded(name: str, restarts: int, exit_code: int | None, term: bool, last_term: bool,
+                                expected: bool) -> None:
+    from raybus.decisions.job.checks import restart_count_exceeded
+
+    status: dict[str, object] = {"name": "ray-job-submitter", "restartCount": restarts}
+    if term:
+        status["state"] = {"terminated": {"exitCode": exit_code}}
+    if last_term:
+        status["lastState"] = {"terminated": {"exitCode": 1}}
+    assert restart_count_exceeded(status, 2) is expected, name

@@ -272,3 +272,37 @@ def test_sidecar_job_that_ended_before_the_cluster_was_ready_moves_on(exit_code:
     else:
         assert d.status is not None and d.status["jobDeploymentStatus"] == "Running"
         assert d.status["dashboardURL"] == f"{CL}-head-svc.ns.svc.cluster.local:8265"
+
+
+def _restarting_head(restarts: int, *, running: bool) -> dict[str, Any]:
+    pod = head_pod(CL)
+    sub = pod["status"]["containerStatuses"][1]
+    sub["restartCount"] = restarts
+    sub["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": ts(3)}}
+    if not running:
+        sub["state"] = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": ts(4)}}
+    return pod
+
+
+@pytest.mark.parametrize(("restarts", "running", "failed"), [
+    (1, False, False),  # a non-zero exit is transient under SidecarSubmitterRestart
+    (1, True, False),
+    (2, True, True),    # submitterConfig.backoffLimit defaults to 2
+])
+def test_sidecar_submitter_restart_gate(restarts: int, running: bool, failed: bool) -> None:
+    from raybus.api.settings import FeatureGates
+    from raybus.decisions.cluster.settings import OperatorSettings
+    from raybus.decisions.job.settings import JobSettings
+
+    settings = JobSettings(operator=OperatorSettings(feature_gates=FeatureGates(sidecar_submitter_restart=True)))
+    s = snap(st("Running", jobStatus="RUNNING"), submissionMode="SidecarMode",
+             pods=[_restarting_head(restarts, running=running)], obs=observation(CL, jobs={JID: "RUNNING"}))
+    # after the read-back window a failed submitter waits for (5 s), before the 30 s submitter-finished timeout
+    d = decide(s(), seconds=20, settings=settings)
+    jds = (d.status or {}).get("jobDeploymentStatus", "Running")
+    if failed:
+        assert (jds, d.status["reason"]) == ("Failed", "SubmissionFailed")
+        assert d.status["message"] == ("Ray head pod submitter container ray-job-submitter terminated after "
+                                       "exceeding the maximum restart count")
+    else:
+        assert jds == "Running"

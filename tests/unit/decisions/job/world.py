@@ -23,7 +23,8 @@ from raybus.decisions.job.settings import JobSettings
 from tests.unit.decisions.job.fixtures import NS, at, decide, job_body, ready_status, ts
 
 TERMINAL = ("Complete", "Failed")
-DEADLINES = ("DeadlineExceeded", "PreRunningDeadlineExceeded")
+# checkBackoffLimitAndUpdateStatusIfNeeded (v1.7): these reasons are never retried.
+DEADLINES = ("DeadlineExceeded", "JobStatusCheckTimeoutExceeded")
 
 
 class Violation(AssertionError):
@@ -165,7 +166,7 @@ class World:
         if old.get("jobDeploymentStatus") in TERMINAL and new.get("jobDeploymentStatus") != old["jobDeploymentStatus"]:
             raise Violation(f"left terminal {old['jobDeploymentStatus']} for {new.get('jobDeploymentStatus')!r}")
         if new.get("reason") in DEADLINES and new.get("jobDeploymentStatus") == "Retrying":
-            raise Violation("a deadline failure was retried")
+            raise Violation("a DeadlineExceeded/JobStatusCheckTimeoutExceeded failure was retried")
         for counter in ("failed", "succeeded"):
             if int(new.get(counter) or 0) < int(old.get(counter) or 0):
                 raise Violation(f"{counter} decreased")

@@ -311,3 +311,44 @@ def test_modify_patch_applies_only_to_the_version_it_was_computed_on() -> None:
     goal = construct_ray_cluster(add_group(svc), "c1", status={}, gates=GATES, kuberay_version=VERSION)
     assert modify_ray_cluster_patch(current, goal)["metadata"]["resourceVersion"] == "41"
     assert modify_ray_cluster_patch(current, current) == {}  # nothing to change: no patch at all
+
+
+# --- rayClusterSpecForHashing (v1.7): spec.rayClusterConfig.suspend and Kueue's injections are muted ---------
+TOLERATION = [{"key": "kueue", "operator": "Exists"}]
+
+
+@pytest.mark.parametrize(("name", "change"), [
+    ("suspend true", {"suspend": True}),
+    ("suspend false", {"suspend": False}),
+    ("head tolerations (kuberay#4569)", {"headGroupSpec": {"template": {"spec": {"tolerations": TOLERATION}}}}),
+    ("head schedulingGates (kuberay#4569)",
+     {"headGroupSpec": {"template": {"spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}}}}),
+])
+def test_muted_changes_neither_prepare_nor_update(name: str, change: dict[str, Any]) -> None:
+    base = service()
+    active = cluster_for(base)
+    goal = with_cluster_config(base, **change)
+    assert is_cluster_spec_hash_equal(goal, active, partial=False), name
+    assert not prepare(goal, active, None), name
+
+
+def test_created_cluster_takes_suspend_but_its_hash_does_not() -> None:
+    svc = with_cluster_config(service(), suspend=True)
+    out = construct_ray_cluster(svc, "c1", status={}, gates=GATES, kuberay_version=VERSION)
+    assert out["spec"]["suspend"] is True
+    assert out["metadata"]["annotations"][c.HASH_WITHOUT_REPLICAS_AND_WORKERS_TO_DELETE_KEY] == \
+        spec_hash(service().spec.ray_cluster_config)
+
+
+@pytest.mark.parametrize(("existing", "goal_suspend"), [(True, False), (False, True), (None, True), (True, None)])
+def test_update_keeps_the_existing_clusters_suspend(existing: bool | None, goal_suspend: bool | None) -> None:
+    """updateRayClusterInstance: after creation suspend belongs to Kueue, not to the RayService."""
+    current = construct_ray_cluster(service(), "c1", status={}, gates=GATES, kuberay_version=VERSION)
+    if existing is not None:
+        current["spec"]["suspend"] = existing
+    svc = add_group(service() if goal_suspend is None else with_cluster_config(service(), suspend=goal_suspend))
+    goal = construct_ray_cluster(svc, "c1", status={}, gates=GATES, kuberay_version=VERSION)
+    patched = merge(current, modify_ray_cluster_patch(current, goal))
+    assert patched["spec"].get("suspend") == existing
+    assert len(patched["spec"]["workerGroupSpecs"]) == 2
+    assert apply_modification(current, goal)["spec"].get("suspend") == existing

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -91,11 +92,41 @@ def test_serve_service_override_keeps_its_name_labels_type() -> None:
 
 def test_serve_port_required_unless_overridden() -> None:
     no_serve = cluster(ports=[{"name": "dashboard", "containerPort": 8265}])
-    with pytest.raises(ServiceBuildError, match=NO_SERVE_PORT):
+    with pytest.raises(ServiceBuildError, match=re.escape(NO_SERVE_PORT)):
         build_serve_service(svc(), no_serve)
-    out = build_serve_service(svc(serveService={"spec": {"ports": [{"name": "serve", "port": 9000}, {"name": "x", "port": 1}]}}),
-                              no_serve)
-    assert out["spec"]["ports"] == [{"name": "serve", "port": 9000}]
+    # TestUserSpecifiedServeServiceFallbackPreservesAppProtocol: no serving port on the head -> the
+    # user's ports are kept as they are (v1.7).
+    user = [{"name": "serve-grpc", "port": 9000, "appProtocol": "kubernetes.io/h2c"},
+            {"name": "not-a-serve-port", "port": 1234}]
+    out = build_serve_service(svc(serveService={"spec": {"ports": user}}), no_serve)
+    assert out["spec"]["ports"] == user
+
+
+H2C = "kubernetes.io/h2c"
+GRPC_HEAD = [{"name": "gcs-server", "containerPort": 6379}, {"name": "serve", "containerPort": 8000},
+             {"name": "serve-grpc", "containerPort": 9000}]
+
+
+@pytest.mark.parametrize(("name", "head_ports", "user_ports", "expected"), [
+    # TestBuildServeServiceForRayServiceWithGrpcPort (kuberay#4558): every serve-* port is exposed
+    ("grpc port", GRPC_HEAD, None, [{"name": "serve", "port": 8000}, {"name": "serve-grpc", "port": 9000}]),
+    # TestUserSpecifiedServeServiceWithGrpcPort: only the head's serving ports, user ports by name
+    ("user ports beyond the head's", [{"name": "serve", "containerPort": 8000}],
+     [{"name": "serve", "port": 8000}, {"name": "serve-grpc", "port": 9000}], [{"name": "serve", "port": 8000}]),
+    # TestUserSpecifiedServeServiceAppProtocolPreserved: a same-named user port is kept as written
+    ("user appProtocol kept", GRPC_HEAD,
+     [{"name": "serve", "port": 8000}, {"name": "serve-grpc", "port": 9000, "appProtocol": H2C}],
+     [{"name": "serve", "port": 8000}, {"name": "serve-grpc", "port": 9000, "appProtocol": H2C}]),
+    ("user port replaces the head's", GRPC_HEAD, [{"name": "serve", "port": 80, "targetPort": 8000}],
+     [{"name": "serve", "port": 80, "targetPort": 8000}, {"name": "serve-grpc", "port": 9000}]),
+    ("not a serving port", [{"name": "serve", "containerPort": 8000}, {"name": "server", "containerPort": 1}], None,
+     [{"name": "serve", "port": 8000}]),
+])
+def test_serve_service_ports(name: str, head_ports: list[dict[str, Any]], user_ports: list[dict[str, Any]] | None,
+                             expected: list[dict[str, Any]]) -> None:
+    service = svc() if user_ports is None else svc(serveService={"spec": {"ports": user_ports}})
+    out = build_serve_service(service, cluster(ports=head_ports))
+    assert out["spec"]["ports"] == expected, name
 
 
 def test_different_serve_port() -> None:

@@ -22,15 +22,32 @@ def test_suspend_commits_then_tears_down_then_is_suspended() -> None:
     commit = w.step()
     assert commit.commands == [] and commit.status is not None
     assert (w.condition(c.SUSPENDING)["status"], w.condition(c.SUSPENDING)["reason"]) == ("True", c.SUSPEND_REQUESTED)
+    # v1.7 handleSuspend: the commit point also resets the serving status and the other conditions.
+    assert w.condition(c.SUSPENDING)["message"] == ("Spec.Suspend is true; will delete all Kubernetes resources "
+                                                    "owned by this RayService.")
+    for type_, message in ((c.READY, "RayService is suspending."), (c.UPGRADE_IN_PROGRESS, "No upgrade in progress."),
+                           (c.ROLLBACK_IN_PROGRESS, "No rollback in progress.")):
+        cond = w.condition(type_)
+        assert (cond["status"], cond["reason"], cond["message"]) == ("False", c.SUSPEND_IN_PROGRESS, message)
+    assert w.status["activeServiceStatus"] == {} and w.status["pendingServiceStatus"] == {}
+    assert w.status["numServeEndpoints"] == 0 and "serviceStatus" not in w.status
     teardown = w.step()
     deleted = {(x.target.kind, x.target.name) for x in teardown.commands if isinstance(x, DeleteObject)}
     assert deleted == {("RayCluster", active), ("Service", "rayservice-sample-head-svc"),
                        ("Service", "rayservice-sample-serve-svc")}
+    # deleteRayServiceOwnedResources' Normal Events (reason, message)
+    assert {(x.event_reason, x.reason) for x in teardown.commands if isinstance(x, DeleteObject)} == {
+        ("DeletedRayCluster", f"Deleted the RayCluster default/{active} during suspend"),
+        ("DeletedService", "Deleted the Service default/rayservice-sample-head-svc during suspend"),
+        ("DeletedService", "Deleted the Service default/rayservice-sample-serve-svc during suspend")}
+    assert w.condition(c.SUSPENDING)["message"] == ("Waiting for all Kubernetes resources owned by this "
+                                                    "RayService to be deleted.")
     assert teardown.interest == []
     done = w.step()
     assert w.condition(c.SUSPENDED)["status"] == "True" and w.condition(c.SUSPENDING)["status"] == "False"
     ready = w.condition(c.READY)
     assert (ready["status"], ready["reason"]) == ("False", c.SUSPEND_COMPLETE)
+    assert w.condition(c.ROLLBACK_IN_PROGRESS)["reason"] == c.SUSPEND_COMPLETE
     assert "serviceStatus" not in w.status and w.name("active") == "" and w.name("pending") == ""
     assert done.serve_config_cache == {active: None} and w.cache == {}
     idle = w.step()
@@ -63,6 +80,8 @@ def test_resume_reinitializes_and_rearms_the_initializing_timeout() -> None:
     assert (ready["status"], ready["reason"]) == ("False", c.INITIALIZING)
     assert ready["lastTransitionTime"] == w.now.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert w.condition(c.UPGRADE_IN_PROGRESS)["reason"] == c.INITIALIZING
+    assert ready["message"] == "RayService is initializing after resuming from suspend."
+    assert w.condition(c.SUSPENDED)["message"] == "Spec.Suspend is false; RayService has resumed."
     assert resume.requeue_after == timedelta(minutes=10).total_seconds()
     assert w.name("pending")  # a new cluster, as for a new RayService
     w.settle()

@@ -66,7 +66,10 @@ def make_service(name: str = "rayservice-sample", *, serve_config: str = SERVE_C
         },
     }
     body.update(spec or {})
-    meta: Json = {"name": name, "namespace": "default", "uid": f"uid-{name}", "generation": generation}
+    # The first reconcile of a new RayService only adds ray.io/rayservice-finalizer (test_finalizer.py
+    # covers that step); the world starts after it.
+    meta: Json = {"name": name, "namespace": "default", "uid": f"uid-{name}", "generation": generation,
+                  "finalizers": ["ray.io/rayservice-finalizer"]}
     if annotations:
         meta["annotations"] = annotations
     return {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": meta, "spec": body}
@@ -147,6 +150,8 @@ class World:
                 self.delete(cmd.target.kind, cmd.target.name)
                 if cmd.event_reason:
                     self.events.append(cmd.event_reason)
+            elif isinstance(cmd, PatchObject) and cmd.target.kind == "RayService":
+                self.service = merge(self.service, cmd.merge_patch)
             elif isinstance(cmd, PatchObject):
                 store = {"RayCluster": self.clusters, "Service": self.services, "Pod": self.pods,
                          "Gateway": self.gateways, "HTTPRoute": self.routes}[cmd.target.kind]
