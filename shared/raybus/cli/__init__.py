@@ -11,6 +11,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="raybus", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     from raybus.cli import bus, render, tap, up
+    from raybus.observability.logging import quiet_tls_close_notice
+
+    quiet_tls_close_notice()  # the CLI talks TLS to the bus too (bus-init, tap, raybus up)
 
     up.add_parser(sub)
     tap.add_parser(sub)

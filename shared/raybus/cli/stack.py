@@ -134,7 +134,21 @@ class LocalStack:
                 name = service.replace("_", "-") + (f"-{i}" if count > 1 else "")
                 started.append(self.spawn(name, ["-m", service, "--replica-id", name]))
         for proc in started:
-            wait_for_line(proc, '"started"')
+            self._wait_started(proc)
+
+    def _wait_started(self, proc: Proc) -> Proc:
+        """Wait for a service's "started"; one that lost its metrics port to another process between
+        free_port() and its bind (a busy machine) is started again on another port."""
+        for attempt in range(3):
+            try:
+                wait_for_line(proc, '"started"')
+                return proc
+            except RuntimeError:
+                if attempt == 2 or b"Address already in use" not in proc.log.read_bytes()[proc.log_offset:]:
+                    raise
+                self.procs.remove(proc)
+                proc = self.spawn(proc.name, proc.argv[1:])
+        raise AssertionError("unreachable")
 
     def spawn(self, name: str, args: list[str]) -> Proc:
         log = self.home / "logs" / f"{name}.log"
@@ -171,8 +185,10 @@ class LocalStack:
         stop_proc(old, kill=kill)
         self.procs.remove(old)
         new = self.spawn(name, old.argv[1:])
-        wait_for_line(new, "ready" if name == "kube-sim" else '"started"')
-        return new
+        if name == "kube-sim":
+            wait_for_line(new, "ready")
+            return new
+        return self._wait_started(new)
 
     def stop(self) -> None:
         """Services first (all at once, then wait for each), then the simulator, then Redis and

@@ -84,7 +84,8 @@ CREATES: dict[str, frozenset[tuple[str, str]]] = {
 PATCHES: dict[str, frozenset[str]] = {
     "cluster": frozenset({"RayCluster", "Pod", "Ingress", "PodGroup", "NetworkPolicy"}),
     "job": frozenset({"RayJob", "RayCluster", "Service"}),
-    "service": frozenset({"RayCluster", "Service", "Pod", "Gateway", "HTTPRoute"}),
+    # its own RayService: ray.io/rayservice-finalizer (KubeRay v1.7, #4807)
+    "service": frozenset({"RayService", "RayCluster", "Service", "Pod", "Gateway", "HTTPRoute"}),
 }
 DELETES: dict[str, frozenset[str]] = {
     "cluster": frozenset({"Pod", "NetworkPolicy"}),

@@ -30,8 +30,14 @@ def setup_logging(service: str, level: str = "INFO") -> logging.Logger:
     root.setLevel(level)
     for noisy in ("nats", "aiohttp.access", "httpx", "faststream"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    logging.getLogger("asyncio").addFilter(_tls_close_notice)
+    quiet_tls_close_notice()
     return logging.getLogger(service)
+
+
+def quiet_tls_close_notice() -> None:
+    logger = logging.getLogger("asyncio")
+    if _tls_close_notice not in logger.filters:
+        logger.addFilter(_tls_close_notice)
 
 
 def _tls_close_notice(record: logging.LogRecord) -> bool:
