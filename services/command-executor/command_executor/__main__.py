@@ -19,7 +19,7 @@ def main() -> None:
     common = common_settings(SERVICE, args)
     settings = ExecutorSettings(**{**common.model_dump(), "kube_qps": args.kube_api_qps,
                                    "kube_burst": args.kube_api_burst, "concurrency": args.concurrency})
-    asyncio.run(run_service(settings, create_app(settings)))
+    asyncio.run(run_service(settings, create_app(settings), needs=("nats", "kube")))
 
 
 if __name__ == "__main__":
