@@ -44,7 +44,9 @@ crds: venv
 # dependencies only, at the same versions).
 lock: venv
 	$(BIN)/pip install -q -e '.[dev]'
-	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+	grep ';' requirements.lock > .lock-markers || true  # pins for other Pythons (Debian's 3.11.2)
+	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' | cat - .lock-markers | sort -f > requirements.lock
+	rm -f .lock-markers
 	$(BIN)/python -m tests.runtime_lock > requirements-runtime.lock
 
 # Container images (podman; see deploy/images/build.sh) and the stack in containers, end to end.

@@ -29,13 +29,22 @@ def full_lock(path: Path = ROOT / "requirements.lock") -> dict[str, str]:
     return pins
 
 
+# Markers are evaluated for this Python and for Debian bookworm's 3.11.2 (the image base made
+# where no registry answers): redis needs async-timeout before 3.11.3, pinned in requirements.lock
+# with that marker.
+PYTHONS = ({}, {"python_full_version": "3.11.2", "python_version": "3.11"})
+
+
 def _requires(dist: str, extras: frozenset[str]) -> list[Requirement]:
+    try:
+        requires = metadata.requires(dist) or []
+    except metadata.PackageNotFoundError:  # pinned for another Python only (async-timeout)
+        return []
     out = []
-    for raw in metadata.requires(dist) or []:
+    for raw in requires:
         req = Requirement(raw)
-        if req.marker is None:
-            out.append(req)
-        elif any(req.marker.evaluate({"extra": e}) for e in (extras or {""})):
+        if req.marker is None or any(req.marker.evaluate({**py, "extra": e})
+                                     for e in (extras or {""}) for py in PYTHONS):
             out.append(req)
     return out
 

@@ -83,7 +83,9 @@ make_local_base() {
 fill_wheelhouse() {
   local pip=${PIP:-.venv/bin/pip}
   log "downloading the locked wheels into deploy/images/wheelhouse"
-  "$pip" download -q -d deploy/images/wheelhouse -r requirements.lock 'setuptools>=68'
+  # markers dropped: the pins for the base's Python (3.11.2) too, whatever Python runs pip here
+  sed 's/;.*//' requirements.lock > deploy/images/wheelhouse/requirements.txt
+  "$pip" download -q -d deploy/images/wheelhouse -r deploy/images/wheelhouse/requirements.txt 'setuptools>=68'
 }
 
 main() {
