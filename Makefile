@@ -45,7 +45,7 @@ crds: venv
 lock: venv
 	$(BIN)/pip install -q -e '.[dev]'
 	grep ';' requirements.lock > .lock-markers || true  # pins for other Pythons (Debian's 3.11.2)
-	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' | cat - .lock-markers | sort -f > requirements.lock
+	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' | cat - .lock-markers > requirements.lock
 	rm -f .lock-markers
 	$(BIN)/python -m tests.runtime_lock > requirements-runtime.lock
 
