@@ -43,14 +43,17 @@ def free_port() -> int:
 
 
 def podman(*args: str, check: bool = True) -> str:
-    proc = subprocess.run(["podman", *args], capture_output=True, text=True)
+    """podman's output; stderr too (`podman logs` replays the services' stderr there)."""
+    proc = subprocess.run(["podman", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if check and proc.returncode != 0:
-        raise RuntimeError(f"podman {' '.join(args)}: {proc.returncode}\n{proc.stderr}")
+        raise RuntimeError(f"podman {' '.join(args)}: {proc.returncode}\n{proc.stdout}")
     return proc.stdout
 
 
 def containers(project: str) -> list[str]:
-    return podman("ps", "-a", "--filter", f"label={LABEL}={project}", "--format", "{{.Names}}").split()
+    out = subprocess.run(["podman", "ps", "-a", "--filter", f"label={LABEL}={project}", "--format",
+                          "{{.Names}}"], capture_output=True, text=True, check=True)
+    return out.stdout.split()
 
 
 def wait_for(what: str, ok: object, timeout_s: float) -> None:
@@ -71,17 +74,29 @@ def api_answers(url: str) -> bool:
         return False
 
 
-def all_started(project: str) -> bool:
-    """Every service replica logged its "started" line (after waiting for NATS/Redis/API)."""
-    names = containers(project)
-    for service, replicas in SERVICES.items():
-        mine = [n for n in names if n.startswith(f"{project}_{service}_")]
-        if len(mine) != replicas:
-            return False
-        for name in mine:
-            if '"started"' not in podman("logs", name, check=False):
-                return False
-    return True
+class AllStarted:
+    """Every service replica logged its "started" line (after waiting for NATS/Redis/API);
+    every 15 s, which ones have not yet and their last line (a slow start is visible)."""
+
+    def __init__(self, project: str) -> None:
+        self.project = project
+        self.next_report = time.monotonic() + 15
+
+    def __call__(self) -> bool:
+        names = containers(self.project)
+        waiting = {}
+        for service, replicas in SERVICES.items():
+            mine = [n for n in names if n.startswith(f"{self.project}_{service}_")]
+            if len(mine) != replicas:
+                waiting[service] = f"{len(mine)}/{replicas} containers"
+            for name in mine:
+                logs = podman("logs", name, check=False)
+                if '"started"' not in logs:
+                    waiting[name] = (logs.strip().splitlines() or ["(no output yet)"])[-1][:160]
+        if waiting and time.monotonic() > self.next_report:
+            self.next_report = time.monotonic() + 15
+            say(f"not started yet: {waiting}")
+        return not waiting
 
 
 def cleanup(project: str) -> None:
@@ -90,12 +105,13 @@ def cleanup(project: str) -> None:
     if names:
         podman("rm", "-f", "-t", "5", *names, check=False)
     for kind in ("pod", "network", "volume"):
-        listed = podman(kind, "ls", "--filter", f"label={LABEL}={project}", "--format",
-                        "{{.Name}}", check=False).split()
+        listed = subprocess.run(["podman", kind, "ls", "--filter", f"label={LABEL}={project}",
+                                 "--format", "{{.Name}}"], capture_output=True, text=True).stdout.split()
         if listed:
             podman(kind, "rm", "-f", *listed, check=False)
-    left = containers(project) + podman("volume", "ls", "--filter", f"label={LABEL}={project}",
-                                        "--format", "{{.Name}}", check=False).split()
+    left = containers(project) + subprocess.run(
+        ["podman", "volume", "ls", "--filter", f"label={LABEL}={project}", "--format", "{{.Name}}"],
+        capture_output=True, text=True).stdout.split()
     say(f"removed project {project}" + (f"; LEFT: {left}" if left else ""))
 
 
@@ -120,7 +136,7 @@ def run(project: str, timeout_s: float) -> bool:
     say(f"{len(containers(project))} containers created in {time.monotonic() - start:.1f} s")
     api = f"http://127.0.0.1:{ports['RAYBUS_API_PORT']}"
     wait_for(f"the local API server at {api}", lambda: api_answers(api), 120)
-    wait_for("every service started", lambda: all_started(project), 180)
+    wait_for("every service started", AllStarted(project), 300)
     say(f"stack up in {time.monotonic() - start:.1f} s ({len(containers(project))} containers)")
     with tempfile.TemporaryDirectory(prefix="raybus-compose-") as home:
         kubeconfig = write_kubeconfig(Path(home) / "kubeconfig", api)
