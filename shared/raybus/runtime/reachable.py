@@ -8,6 +8,7 @@ the API server answers before it starts its controllers."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -34,11 +35,21 @@ def redact(url: str) -> str:
 
 
 async def _nats_answers(url: str) -> None:
-    async def quiet(_: Exception) -> None:  # the failure is logged once per try, by the retry
-        return None
+    errors: list[Exception] = []
 
-    nc = await nats.connect(url, allow_reconnect=False, connect_timeout=PROBE_TIMEOUT_S,
-                            max_reconnect_attempts=0, error_cb=quiet)
+    async def remember(exc: Exception) -> None:  # logged once per try, by the retry
+        errors.append(exc)
+
+    # nats-py's first connect retries by itself, forever and silently, whatever the options:
+    # bound it, and report what it ran into.
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            nc = await nats.connect(url, allow_reconnect=False, connect_timeout=PROBE_TIMEOUT_S,
+                                    max_reconnect_attempts=0, error_cb=remember)
+    except TimeoutError:
+        if errors:
+            raise errors[-1] from None
+        raise
     await nc.close()
 
 
