@@ -44,7 +44,8 @@ def free_port() -> int:
 
 def podman(*args: str, check: bool = True) -> str:
     """podman's output; stderr too (`podman logs` replays the services' stderr there)."""
-    proc = subprocess.run(["podman", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(["podman", *args], check=False,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if check and proc.returncode != 0:
         raise RuntimeError(f"podman {' '.join(args)}: {proc.returncode}\n{proc.stdout}")
     return proc.stdout
@@ -106,20 +107,21 @@ def cleanup(project: str) -> None:
         podman("rm", "-f", "-t", "5", *names, check=False)
     for kind in ("pod", "network", "volume"):
         listed = subprocess.run(["podman", kind, "ls", "--filter", f"label={LABEL}={project}",
-                                 "--format", "{{.Name}}"], capture_output=True, text=True).stdout.split()
+                                 "--format", "{{.Name}}"], check=False, capture_output=True,
+                                text=True).stdout.split()
         if listed:
             podman(kind, "rm", "-f", *listed, check=False)
     left = containers(project) + subprocess.run(
         ["podman", "volume", "ls", "--filter", f"label={LABEL}={project}", "--format", "{{.Name}}"],
-        capture_output=True, text=True).stdout.split()
+        check=False, capture_output=True, text=True).stdout.split()
     say(f"removed project {project}" + (f"; LEFT: {left}" if left else ""))
 
 
 def dump_logs(project: str, lines: int) -> None:
     for name in containers(project):
         print(f"----- {name} (last {lines} lines)", flush=True)
-        out = subprocess.run(["podman", "logs", "--tail", str(lines), name], capture_output=True,
-                             text=True)
+        out = subprocess.run(["podman", "logs", "--tail", str(lines), name], check=False,
+                             capture_output=True, text=True)
         print(out.stdout + out.stderr, flush=True)
 
 
@@ -129,7 +131,8 @@ def run(project: str, timeout_s: float) -> bool:
     env = {**os.environ, **{k: str(v) for k, v in ports.items()}}
     start = time.monotonic()
     up = subprocess.run(["podman-compose", "-p", project, "-f", str(COMPOSE_FILE), "up", "-d",
-                         "--no-build"], cwd=ROOT, env=env, capture_output=True, text=True)
+                         "--no-build"], check=False, cwd=ROOT, env=env, capture_output=True,
+                        text=True)
     if up.returncode != 0:
         print(up.stdout[-4000:], up.stderr[-4000:], sep="\n")
         raise RuntimeError(f"podman-compose up: {up.returncode}")
@@ -155,12 +158,12 @@ def main() -> None:
         if shutil.which(tool) is None:
             sys.exit(f"compose-test: {tool} not found: run `make images` first")
     for image in IMAGES:
-        if subprocess.run(["podman", "image", "exists", image]).returncode != 0:
+        if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
             sys.exit(f"compose-test: image {image} missing: run `make images` first")
     start, ok = time.monotonic(), False
     try:
         ok = run(args.project, args.timeout_s)
-    except Exception as exc:  # reported, logs shown, then cleaned up
+    except Exception as exc:  # noqa: BLE001 - reported, logs shown, then cleaned up
         say(f"FAILED: {type(exc).__name__}: {exc}")
     finally:
         if not ok:

@@ -43,7 +43,7 @@ sys.exit(1 if failed else 0)
 
 
 def _run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(argv, check=False, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"{argv}: {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
 
@@ -62,8 +62,9 @@ def venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
     _run([sys.executable, "-m", "venv", str(where / "v")], cwd=where)
     py = where / "v" / "bin" / "python"
     # The runtime lock alone (no dev tools): what the runtime image installs.
-    _run([str(py), "-m", "pip", "install", "-q", "-r", str(ROOT / "requirements-runtime.lock")], cwd=where)
-    _run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], cwd=where)
+    _run([str(py), "-m", "pip", "install", "-q", "--no-compile", "-r",
+          str(ROOT / "requirements-runtime.lock")], cwd=where)
+    _run([str(py), "-m", "pip", "install", "-q", "--no-compile", "--no-deps", str(wheel)], cwd=where)
     _run([str(py), "-m", "pip", "check"], cwd=where)
     return where / "v"
 

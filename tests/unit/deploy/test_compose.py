@@ -29,7 +29,7 @@ def load(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("name", FILES)
 def test_every_service_runs_its_entry_point_from_the_one_image(name: str) -> None:
     services = load(name)["services"]
-    targets = set(re.findall(r"^FROM \S+ AS (\S+)$", DOCKERFILE.read_text(), re.M))
+    targets = set(re.findall(r"^FROM \S+ AS (\S+)$", DOCKERFILE.read_text(), re.MULTILINE))
     assert {"runtime", "dev"} <= targets
     for folder in FOLDERS:
         svc = services[folder]
