@@ -6,15 +6,15 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest test test-unit test-integration lint run bench crds lock clean
+.PHONY: venv envtest test test-unit test-integration lint run bench crds lock clean images compose-test
 
 venv: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml sim/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements.lock
-	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip install -q --no-deps -e . -e sim
 	touch $(STAMP)
 
 # The real control plane's binaries for tests (raybus.testing.envtest_assets): KUBEBUILDER_ASSETS
@@ -45,10 +45,22 @@ bench: venv
 crds: venv
 	$(BIN)/python -m raybus.api.crdgen deploy/crds
 
-# Re-pin after changing pyproject dependencies.
+# Re-pin after changing pyproject dependencies: requirements.lock (everything, what `make venv`
+# and the dev image install) and requirements-runtime.lock (the runtime image: [project]
+# dependencies only, at the same versions).
 lock: venv
 	$(BIN)/pip install -q -e '.[dev]'
-	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+	grep ';' requirements.lock > .lock-markers || true  # pins for other Pythons (Debian's 3.11.2)
+	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' | cat - .lock-markers > requirements.lock
+	rm -f .lock-markers
+	$(BIN)/python -m tests.runtime_lock > requirements-runtime.lock
+
+# Container images (podman; see deploy/images/build.sh) and the stack in containers, end to end.
+images: venv
+	bash deploy/images/build.sh
+
+compose-test: venv
+	$(BIN)/python -m tests.compose_test $(COMPOSE_TEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .raybus .envtest

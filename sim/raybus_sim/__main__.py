@@ -68,8 +68,8 @@ async def _main(args: argparse.Namespace) -> None:
     runner = web.AppRunner(create_dashboard_app(registry), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, args.host, args.dashboard_port).start()
-    if args.kubeconfig:
-        write_kubeconfig(args.kubeconfig, api.url)
+    if args.kubeconfig:  # in a container, other containers reach it by name (--kubeconfig-server)
+        write_kubeconfig(args.kubeconfig, args.kubeconfig_server or api.url)
     print(f"kube-sim ready: api {api.url} dashboards http://{args.host}:{args.dashboard_port}",
           flush=True)
     stop = asyncio.Event()
@@ -87,6 +87,8 @@ def main() -> None:
     p.add_argument("--port", type=int, default=6443)
     p.add_argument("--dashboard-port", type=int, default=8265)
     p.add_argument("--kubeconfig", type=Path)
+    p.add_argument("--kubeconfig-server", metavar="URL",
+                   help="API server address written into --kubeconfig (default: where it listens)")
     p.add_argument("--crd-dir", default=str(DEFAULT_CRD_DIR))
     p.add_argument("--state-file", type=Path)
     p.add_argument("--log-level", default="WARNING")

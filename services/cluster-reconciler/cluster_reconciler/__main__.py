@@ -24,7 +24,7 @@ def main() -> None:
     # so do we, once, here at the edge, and pass them into pure decision code.
     operator = OperatorSettings.from_env(os.environ, feature_gates=args.feature_gates,
                                          batch_scheduler=args.batch_scheduler)
-    asyncio.run(run_service(settings, create_app(settings, operator)))
+    asyncio.run(run_service(settings, create_app(settings, operator), needs=("nats", "redis")))
 
 
 if __name__ == "__main__":

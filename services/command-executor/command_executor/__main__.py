@@ -22,7 +22,7 @@ def main() -> None:
     settings = ExecutorSettings(**{**common.model_dump(), "kube_qps": args.kube_api_qps,
                                    "kube_burst": args.kube_api_burst, "concurrency": args.concurrency,
                                    "admission_wait_s": args.admission_wait_s})
-    asyncio.run(run_service(settings, create_app(settings)))
+    asyncio.run(run_service(settings, create_app(settings), needs=("nats", "kube")))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ def main() -> None:
     # RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS, DELETE_RAYJOB_CR_AFTER_JOB_FINISHES, ...) from the operator's
     # environment with os.Getenv; we read them once, here at the edge, and pass them into pure code.
     job_settings = JobSettings.from_env(os.environ, feature_gates=args.feature_gates)
-    asyncio.run(run_service(settings, create_app(settings, job_settings)))
+    asyncio.run(run_service(settings, create_app(settings, job_settings), needs=("nats", "redis")))
 
 
 if __name__ == "__main__":

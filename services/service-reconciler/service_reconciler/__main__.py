@@ -21,7 +21,7 @@ def main() -> None:
     # KubeRay's knobs (ENABLE_ZERO_DOWNTIME, ...) come from the operator's environment: read once,
     # here at the edge, and passed into the pure decision code.
     service_settings = ServiceSettings.from_env(os.environ, feature_gates=args.feature_gates)
-    asyncio.run(run_service(settings, create_app(settings, service_settings)))
+    asyncio.run(run_service(settings, create_app(settings, service_settings), needs=("nats", "redis")))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ def main() -> None:
                                   "watch_timeout_s": args.watch_timeout_s, "namespace": args.namespace,
                                   "kube_qps": args.kube_api_qps, "kube_burst": args.kube_api_burst,
                                   "batch_scheduler": args.batch_scheduler, "discovery_s": args.discovery_s})
-    asyncio.run(run_service(settings, create_app(settings)))
+    asyncio.run(run_service(settings, create_app(settings), needs=("nats", "kube")))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import signal
 import socket
 import threading
 import uuid
+from collections.abc import Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -19,6 +20,7 @@ from raybus.bus.connect import BusAuth
 from raybus.observability.logging import setup_logging
 from raybus.observability.metrics import serve_metrics, set_ready
 from raybus.observability.tracing import setup_tracing, shutdown_tracing
+from raybus.runtime.reachable import Need, wait_until_reachable
 
 STOP_GRACE_S = 8.0
 
@@ -49,6 +51,13 @@ def _hard_exit(log: logging.Logger) -> None:
     log.error("process did not exit after stopping; exiting anyway")
     logging.shutdown()
     os._exit(1)
+
+
+async def _start(settings: CommonSettings, app: Service, needs: Sequence[Need],
+                 log: logging.Logger) -> None:
+    await wait_until_reachable(needs, nats_url=settings.nats_url, redis_url=settings.redis_url,
+                               kubeconfig=settings.kubeconfig, log=log)
+    await app.start()
 
 
 def _env(name: str, default: str | None) -> str | None:
@@ -89,7 +98,8 @@ def common_settings(service: str, args: argparse.Namespace) -> CommonSettings:
                           bus_declare=str(args.bus_declare).lower() not in ("0", "false", "no"))
 
 
-async def run_service(settings: CommonSettings, app: Service) -> None:
+async def run_service(settings: CommonSettings, app: Service, *, needs: Sequence[Need] = ("nats",)) -> None:
+    """Run `app` until SIGTERM/SIGINT; it starts once every one of `needs` answers."""
     log = setup_logging(settings.service, settings.log_level)
     setup_tracing(settings.service)
     serve_metrics(settings.metrics_port)
@@ -99,7 +109,7 @@ async def run_service(settings: CommonSettings, app: Service) -> None:
         loop.add_signal_handler(sig, stop.set)
     # A start that cannot finish (NATS or Redis down: clients reconnect forever) must not make
     # the process deaf to SIGTERM: race it against the signal.
-    starting = asyncio.ensure_future(app.start())
+    starting = asyncio.ensure_future(_start(settings, app, needs, log))
     stopped = asyncio.ensure_future(stop.wait())
     await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
     if starting.done():
