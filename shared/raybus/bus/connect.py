@@ -50,8 +50,7 @@ async def connect_nats(url: str, auth: BusAuth, **kwargs: Any) -> NATS:
     return await nats.connect(**nats_options(url, auth), **kwargs)
 
 
-def redis_client(url: str, auth: BusAuth) -> aioredis.Redis:
-    kwargs: dict[str, Any] = {}
+def redis_client(url: str, auth: BusAuth, **kwargs: Any) -> aioredis.Redis:
     if auth.redis_user:
         kwargs["username"] = auth.redis_user
         kwargs["password"] = _secret(auth.redis_password_file)

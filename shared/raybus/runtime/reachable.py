@@ -16,11 +16,11 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 import nats
-import redis.asyncio as aioredis
 from kubernetes_asyncio import client as kclient
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from raybus.adapters.kube import new_api_client
+from raybus.bus.connect import BusAuth, nats_options, redis_client
 
 Need = Literal["nats", "redis", "kube"]
 PROBE_TIMEOUT_S = 3.0
@@ -34,7 +34,7 @@ def redact(url: str) -> str:
     return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}"
 
 
-async def _nats_answers(url: str) -> None:
+async def _nats_answers(url: str, auth: BusAuth) -> None:
     errors: list[Exception] = []
 
     async def remember(exc: Exception) -> None:  # logged once per try, by the retry
@@ -44,8 +44,9 @@ async def _nats_answers(url: str) -> None:
     # bound it, and report what it ran into.
     try:
         async with asyncio.timeout(PROBE_TIMEOUT_S):
-            nc = await nats.connect(url, allow_reconnect=False, connect_timeout=PROBE_TIMEOUT_S,
-                                    max_reconnect_attempts=0, error_cb=remember)
+            nc = await nats.connect(**nats_options(url, auth), allow_reconnect=False,
+                                    connect_timeout=PROBE_TIMEOUT_S, max_reconnect_attempts=0,
+                                    error_cb=remember)
     except TimeoutError:
         if errors:
             raise errors[-1] from None
@@ -53,9 +54,9 @@ async def _nats_answers(url: str) -> None:
     await nc.close()
 
 
-async def _redis_answers(url: str) -> None:
-    client = aioredis.from_url(url, socket_connect_timeout=PROBE_TIMEOUT_S,
-                               socket_timeout=PROBE_TIMEOUT_S)
+async def _redis_answers(url: str, auth: BusAuth) -> None:
+    client = redis_client(url, auth, socket_connect_timeout=PROBE_TIMEOUT_S,
+                          socket_timeout=PROBE_TIMEOUT_S)
     try:
         await client.ping()
     finally:
@@ -74,11 +75,12 @@ async def _kube_answers(kubeconfig: str | None) -> None:
 
 
 async def wait_until_reachable(needs: Iterable[Need], *, nats_url: str, redis_url: str,
-                               kubeconfig: str | None, log: logging.Logger) -> None:
+                               kubeconfig: str | None, log: logging.Logger,
+                               auth: BusAuth | None = None) -> None:
     """Return once every need answers; retries forever (a stop signal cancels the wait)."""
     probes: dict[Need, tuple[str, Callable[[], Awaitable[None]]]] = {
-        "nats": (f"NATS at {redact(nats_url)}", lambda: _nats_answers(nats_url)),
-        "redis": (f"Redis at {redact(redis_url)}", lambda: _redis_answers(redis_url)),
+        "nats": (f"NATS at {redact(nats_url)}", lambda: _nats_answers(nats_url, auth or BusAuth())),
+        "redis": (f"Redis at {redact(redis_url)}", lambda: _redis_answers(redis_url, auth or BusAuth())),
         "kube": (f"the Kubernetes API ({'kubeconfig ' + kubeconfig if kubeconfig else 'in-cluster'})",
                  lambda: _kube_answers(kubeconfig)),
     }

@@ -56,7 +56,7 @@ def _hard_exit(log: logging.Logger) -> None:
 async def _start(settings: CommonSettings, app: Service, needs: Sequence[Need],
                  log: logging.Logger) -> None:
     await wait_until_reachable(needs, nats_url=settings.nats_url, redis_url=settings.redis_url,
-                               kubeconfig=settings.kubeconfig, log=log)
+                               kubeconfig=settings.kubeconfig, log=log, auth=settings.auth)
     await app.start()
 
 
