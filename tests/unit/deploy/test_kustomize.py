@@ -71,7 +71,8 @@ def test_one_deployment_per_service_with_probes_resources_and_pdb(target: str) -
     assert set(deployments) == {f"raybus-{s}" for s in SERVICES}
     for name, d in deployments.items():
         c = container(d)
-        assert c["image"].startswith(f"ghcr.io/raybus/{name.removeprefix('raybus-')}:")
+        assert c["image"] == "ghcr.io/raybus/raybus:0.1.0"  # the one runtime image
+        assert c["command"] == [name]  # raybus-<service>: its console script (pyproject)
         assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
         assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and "memory" in c["resources"]["limits"]
