@@ -130,8 +130,11 @@ def redis_acl(out: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate(out: Path, *, hosts: Iterable[str] = DEFAULT_HOSTS) -> Path:
-    """Create what is missing in `out` (existing files are kept) and (re)write the configs."""
+def generate(out: Path, *, hosts: Iterable[str] = DEFAULT_HOSTS, shared_read: bool = False) -> Path:
+    """Create what is missing in `out` (existing files are kept) and (re)write the configs.
+
+    `shared_read`: make the files readable by other users (compose only: one volume shared by
+    containers running as different users; the Kubernetes install mounts per-Pod items instead)."""
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)
     if not (out / "ca.pem").exists() or not (out / "server.pem").exists():
@@ -143,6 +146,9 @@ def generate(out: Path, *, hosts: Iterable[str] = DEFAULT_HOSTS) -> Path:
             _write(path, secrets.token_urlsafe(24).encode(), private=True)
     _write(out / "nats-auth.conf", nats_auth_config(out).encode(), private=True)
     _write(out / "redis-users.acl", redis_acl(out).encode(), private=True)
+    if shared_read:
+        for path in [out, out / "users", *out.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
     return out
 
 

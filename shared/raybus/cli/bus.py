@@ -25,6 +25,9 @@ def add_parser(sub: Any) -> None:
                    help="a name or IP the NATS certificate must carry (repeatable; adds to the defaults)")
     p.add_argument("--cert-dir", default=None,
                    help="where the NATS server will find the certificates (e.g. a container mount)")
+    p.add_argument("--shared-read", action="store_true",
+                   help="files readable by every user (compose: containers of different users share "
+                        "one volume); never for an install that can mount per-container items")
     p.add_argument("--k8s-secret", default=None, metavar="NAME",
                    help="also create Secret NAME (flat keys, see README) unless it exists: the install's "
                         "raybus-bus-secrets Job")
@@ -40,7 +43,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run_secrets(args: argparse.Namespace) -> int:
-    out = security.generate(args.out, hosts=[*security.DEFAULT_HOSTS, *args.host])
+    out = security.generate(args.out, hosts=[*security.DEFAULT_HOSTS, *args.host],
+                            shared_read=args.shared_read)
     if args.cert_dir:
         (out / "nats-auth.conf").write_text(security.nats_auth_config(out, cert_dir=args.cert_dir))
     print(f"bus secrets in {out} (passwords are never printed)")
