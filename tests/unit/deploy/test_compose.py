@@ -76,10 +76,21 @@ def test_raybus_containers_point_at_compose_servers(name: str) -> None:
     api = "crds" if name == "compose.yaml" else "kube-sim"
     for folder in FOLDERS:
         env = services[folder]["environment"]
-        assert env["RAYBUS_NATS_URL"].startswith("nats://nats:")
+        # The secured bus (issue 18): TLS against the bus CA, the service's own users.
+        assert env["RAYBUS_NATS_URL"].startswith("tls://nats:")
+        assert env["RAYBUS_NATS_CA_FILE"] == "/bus/ca.pem"
+        role = folder.replace("_", "-")
+        assert env["RAYBUS_NATS_USER"] == role
+        assert env["RAYBUS_NATS_PASSWORD_FILE"] == f"/bus/users/{role}"
+        assert env["RAYBUS_BUS_DECLARE"] == "0"
+        if role.endswith("reconciler"):
+            assert env["RAYBUS_REDIS_USER"] == role
         assert env["RAYBUS_REDIS_URL"].startswith("redis://redis:")
-        assert set(services[folder]["depends_on"]) >= {"nats", "redis", api}
-    assert "-js" in services["nats"]["command"]  # JetStream is required
+        assert set(services[folder]["depends_on"]) >= {"nats", "redis", api, "bus-init"}
+    nats_cmd = " ".join(services["nats"]["command"])
+    assert "-js" in nats_cmd and "-c /bus/nats-auth.conf" in nats_cmd  # JetStream, TLS + users
+    assert "--aclfile /bus/redis-users.acl" in " ".join(services["redis"]["command"])
+    assert services["bus-init"]["environment"]["RAYBUS_NATS_USER"] == "bus-admin"
 
 
 def test_local_stack_runs_the_simulator_and_its_dashboards() -> None:
