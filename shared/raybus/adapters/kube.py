@@ -219,6 +219,12 @@ class KubeClient:
             raise KubeError(0, "ConnectionError", type(exc).__name__) from None
         return result if isinstance(result, dict) else {}
 
+    async def request(self, method: str, path: str, *, body: object = None,
+                      content_type: str = "application/json") -> Json:
+        """Any other call (a subresource POST, a JSON patch, DeleteOptions with a grace period),
+        through the same limiter and error mapping as the verbs below."""
+        return await self._call(method, path, body=body, content_type=content_type)
+
     async def get(self, res: Resource, *, namespace: str | None, name: str) -> Json:
         return await self._call("GET", res.path(namespace=namespace, name=name))
 

@@ -154,8 +154,8 @@ async def test_upgrade_aborted_by_a_second_spec_change(kube: Kube, services: Ser
 async def _kubelet_delays(kube: Kube, **values: float) -> dict[str, float]:
     """Set the simulated kubelet's delays for the test namespace; returns the ones in force before."""
     async with httpx.AsyncClient() as http:
-        before = (await http.get(f"{kube.stack.api_url}/sim/delays")).json()
-        r = await http.put(f"{kube.stack.api_url}/sim/delays", json={"namespace": NS, **values})
+        before = (await http.get(f"{kube.stack.sim_url}/sim/delays")).json()
+        r = await http.put(f"{kube.stack.sim_url}/sim/delays", json={"namespace": NS, **values})
         r.raise_for_status()
     current: dict[str, float] = before.get("namespaces", {}).get(NS) or before["default"]
     return current
