@@ -63,7 +63,7 @@ class Informer:
     def get(self, namespace: str, name: str) -> Obj | None:
         return self.items.get((namespace if self._res.namespaced else "", name))
 
-    def list(self) -> list[Obj]:
+    def objects(self) -> list[Obj]:
         return list(self.items.values())
 
     def subscribe(self, listener: Callable[[ObjEvent], None]) -> None:
@@ -90,10 +90,10 @@ class Informer:
 
     def _replace(self, items: list[Obj]) -> None:
         fresh = {_key(o): o for o in items}
-        for key, old in list(self.items.items()):
+        for key, gone in list(self.items.items()):
             if key not in fresh:
                 self.items.pop(key)
-                self._emit("DELETED", old, old)
+                self._emit("DELETED", gone, gone)
         for key, obj in fresh.items():
             old = self.items.get(key)
             rv = (obj.get("metadata") or {}).get("resourceVersion")

@@ -9,10 +9,11 @@ control plane's (raybus_sim.controllers in the local server, kube-controller-man
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from aiohttp import web
 
 from raybus.adapters.kube import KubeError
 from raybus_sim.apiserver.defaults import now_rfc3339
@@ -20,7 +21,7 @@ from raybus_sim.apiserver.errors import ApiError
 from raybus_sim.apiserver.selectors import Pred, compile_label_selector
 
 from . import configrefs, faults
-from .client import LEASE_S, ClusterView, Obj, ObjEvent
+from .client import ClusterView, Obj, ObjEvent
 from .podstate import ContainerSim, PodSim
 from .redis_cleanup import RedisCleanupRunner
 from .submitter import ContainerPrograms
@@ -69,22 +70,20 @@ class Kubelet:
         self._hold_seq = 0
         self._ip = 0
         self.started = False
-        self._heartbeat: asyncio.Task[None] | None = None
         # Submitter containers run `ray job ...` against these dashboards once set (submitter.py).
         self.programs = ContainerPrograms(self)
         # The GCS FT Redis cleanup Job's container exits (redis_cleanup.py).
         self.redis_cleanup = RedisCleanupRunner(self)
         api.pods.listeners.append(self.on_event)
 
-    async def handle_http(self, request: Any, segs: list[str]) -> Any:
+    async def handle_http(self, request: web.Request, segs: list[str]) -> web.StreamResponse:
         return await faults.handle(self, request, segs)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Register the node, then take over every Pod the (synced) cache holds."""
-        await self._register_node()
+        """Take over every Pod the (synced) cache holds (node.py registered the Node)."""
         self.started = True
-        pods = self.api.pods.list()
+        pods = self.api.pods.objects()
         for pod in pods:  # pod IPs stay unique across a restart
             ip = str((pod.get("status") or {}).get("podIP") or "")
             if ip.startswith("10.244."):
@@ -93,43 +92,10 @@ class Kubelet:
         for pod in pods:  # resume what an earlier run (or a restarted API server) left
             self._adopt(pod)
 
-    async def _register_node(self) -> None:
-        """Like a kubelet registering itself: one Ready node, so `kubectl get nodes` looks normal,
-        and its Lease renewed (a node lifecycle controller marks a silent node NotReady)."""
-        name = self.config.node_name
-        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
-            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-            "node-role.kubernetes.io/control-plane": ""}}, "spec": {}}
-        now = now_rfc3339()
-        capacity = {"cpu": "1000", "memory": "4000Gi", "pods": "10000", "nvidia.com/gpu": "100",
-                    "ephemeral-storage": "10000Gi"}
-        await self.api.register_node(name, node, {
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "message": "kubelet is posting ready status", "lastHeartbeatTime": now,
-                            "lastTransitionTime": now}],
-            "addresses": [{"type": "InternalIP", "address": self.config.host_ip},
-                          {"type": "Hostname", "address": name}],
-            "capacity": capacity, "allocatable": capacity,
-            "nodeInfo": {"kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0", "operatingSystem": "linux",
-                         "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.0",
-                         "osImage": "raybus-sim", "kernelVersion": "6.0.0", "machineID": "", "systemUUID": "",
-                         "bootID": ""}})
-        uid = await self.api.node_uid(name)
-        await self.api.renew_lease(name, uid, _micro_now())
-        self._heartbeat = asyncio.get_running_loop().create_task(self._renew(name, uid))
-
-    async def _renew(self, name: str, uid: str) -> None:
-        while True:
-            await asyncio.sleep(LEASE_S / 4)
-            try:
-                await self.api.renew_lease(name, uid, _micro_now())
-            except KubeError as err:
-                log.warning("node lease renewal failed: %s", err)
-
     async def stop(self) -> None:
         self.started = False
         await self.programs.close()
-        tasks = list(self.tasks.values()) + ([self._heartbeat] if self._heartbeat else [])
+        tasks = list(self.tasks.values())
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -415,7 +381,3 @@ class Kubelet:
                 c.ready = c.state == "running" and not held
             await self.write_status(sim)
 
-
-def _micro_now() -> str:
-    """A Lease's renewTime is a MicroTime."""
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
