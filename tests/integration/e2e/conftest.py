@@ -45,10 +45,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     suite = metafunc.module.__name__.rsplit(".", 1)[-1]
     servers = ["local", "real"] if suite in REAL_SERVER_SUITES else ["local"]
-    metafunc.parametrize("stack", servers, indirect=True, scope="session")
+    # Package scope: the real server's stack (and its node, which runs every unbound Pod) is gone
+    # before other tests use the same control plane (tests/integration/realapi expects no kubelet).
+    metafunc.parametrize("stack", servers, indirect=True, scope="package")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def stack(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[LocalStack]:
     # Two cluster-reconciler replicas throughout: every e2e test also checks that sharing the
     # work never produces duplicates.
