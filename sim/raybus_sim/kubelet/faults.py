@@ -65,7 +65,7 @@ async def _route(kubelet: Kubelet, request: web.Request, segs: list[str]) -> web
         if method != "POST":
             raise page_not_found()
         await kubelet.terminate_container(segs[1], segs[2], segs[4], exit_code=int(body.get("exitCode", 1)),
-                                    reason=body.get("reason"))
+                                          reason=body.get("reason"))
         return _ok({"status": "ok"})
     # /sim/readiness-holds  POST {"namespace"?, "labelSelector"} -> {"id"}; GET; DELETE /sim/readiness-holds/{id}
     if segs and segs[0] == "readiness-holds":

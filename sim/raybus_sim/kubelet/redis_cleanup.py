@@ -54,4 +54,4 @@ class RedisCleanupRunner:
         await asyncio.sleep(delay)
         with contextlib.suppress(ApiError):  # the Pod went away meanwhile
             await self.kubelet.terminate_container(namespace, name, "*", exit_code=code,
-                                             reason="Completed" if code == 0 else "Error")
+                                                   reason="Completed" if code == 0 else "Error")
