@@ -69,6 +69,7 @@ class ExecutorSettings(CommonSettings):
     nak_delay_s: float = 1.0  # first redelivery delay after a transient error; doubles, capped
     status_retries: int = 5
     status_defer_s: float = 5.0  # longest a RayCluster status write yields to command batches
+    status_after_s: float = 10.0  # longest a RayJob/RayService status waits for its reconcile's batch
 
 
 class CommandExecutorService:
@@ -140,6 +141,8 @@ class CommandExecutorService:
         assert self.executor is not None
         if batch.controller == s.Controller.CLUSTER.value:
             await self._yield_to_commands()
+        elif batch.after:
+            await self._after_commands(batch.after)
         with tracer.start_as_current_span("apply-status", context=extract_context(msg.headers),
                                           attributes={"raybus.key": str(batch.key)}):
             result = await self.executor.apply(batch)
@@ -160,6 +163,19 @@ class CommandExecutorService:
         commands = self._workers[0]
         while commands.busy and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+
+    async def _after_commands(self, batch_id: str) -> None:
+        """A RayJob/RayService status waits (up to status_after_s) until the command batch of its
+        reconcile is done or revoked, as KubeRay's Status().Update follows the reconcile's writes.
+        The two travel on different streams, so without this a status could be written first (seen
+        on a real API server: a RayService promoted before its serve Service switched)."""
+        assert self.ledger is not None
+        deadline = time.monotonic() + self.settings.status_after_s
+        while time.monotonic() < deadline:
+            record, _ = await self.ledger.get(batch_id)
+            if record is not None and record.state in ("done", "revoked"):
+                return
+            await asyncio.sleep(0.02)
 
     # --- command batches: through the ledger ---------------------------------------------------------
     async def _handle_command(self, msg: Msg) -> None:
