@@ -21,12 +21,14 @@ def main() -> None:
     parser.add_argument("--kube-api-burst", type=int, default=int(env("RAYBUS_KUBE_API_BURST", "200")))
     parser.add_argument("--batch-scheduler", default=env("RAYBUS_BATCH_SCHEDULER", ""),
                         help="the operator's --batch-scheduler: also watch its PodGroups")
+    parser.add_argument("--discovery-s", type=float, default=float(env("RAYBUS_DISCOVERY_S", "30")),
+                        help="how often API discovery is read for optional kinds (Gateway API, PodGroups)")
     args = parser.parse_args()
     common = common_settings(SERVICE, args)
     settings = WatcherSettings(**{**common.model_dump(), "resync_s": args.resync_s,
                                   "watch_timeout_s": args.watch_timeout_s, "namespace": args.namespace,
                                   "kube_qps": args.kube_api_qps, "kube_burst": args.kube_api_burst,
-                                  "batch_scheduler": args.batch_scheduler})
+                                  "batch_scheduler": args.batch_scheduler, "discovery_s": args.discovery_s})
     asyncio.run(run_service(settings, create_app(settings)))
 
 

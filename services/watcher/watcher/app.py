@@ -33,6 +33,7 @@ from raybus.runtime.cache import ObjectCache
 from raybus.runtime.service import CommonSettings
 from raybus.runtime.tasks import cancel_and_wait
 from watcher.informer import Informer
+from watcher.optional import served
 from watcher.routing import (
     SERVICE_NAME_LABEL,
     WATCHES,
@@ -62,6 +63,7 @@ class WatcherSettings(CommonSettings):
     kube_qps: float = 100.0
     kube_burst: int = 200
     batch_scheduler: str = ""  # the operator's --batch-scheduler: which PodGroups to watch
+    discovery_s: float = 30.0  # how often optional kinds (Gateway API, PodGroups) are looked for
 
 
 class Watcher:
@@ -72,7 +74,9 @@ class Watcher:
         self._specs = specs
         self._nc: NATS | None = None
         self.informers: list[Informer] = []
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: list[asyncio.Task[None]] = []  # one per informer, same index
+        self._discovery: asyncio.Task[None] | None = None
+        self._known: dict[s.Kind, dict[tuple[str, str], Json]] = {}
         # Service -> controllers owning it, so EndpointSlices (labelled with their Service's name)
         # reach the RayService/RayCluster that owns the Service.
         self.service_owners: dict[tuple[str, str], tuple[Route, ...]] = {}
@@ -98,25 +102,61 @@ class Watcher:
             api = await new_api_client(self.settings.kubeconfig)
             self._kube = KubeClient(api, limiter=rate_limiter(self.settings.kube_qps,
                                                               self.settings.kube_burst))
-        known = await self._load_published()
+        known = self._known = await self._load_published()
+        optional = [spec for spec in self._specs if spec.optional]
+        available = await served(self._kube, optional)
         for spec in self._specs:
-            inf = Informer(self._kube, spec, sink=self._sink_for(spec), known=known[spec.kind],
-                           namespace=self.settings.namespace, resync_s=self.settings.resync_s,
-                           watch_timeout_s=self.settings.watch_timeout_s)
-            self.informers.append(inf)
+            if not spec.optional or available[spec]:
+                self.informers.append(self._informer(spec))
+            else:
+                log.info("optional kind not served by the API server; watched once discovery shows it",
+                         extra={"kind": spec.kind.value, "api_version": spec.api_version})
         for obj in known.get(s.Kind.RAYCLUSTER, {}).values():
             self._remember_cluster(obj, deleted=False)
         for obj in known[s.Kind.SERVICE].values():
             self._remember_service(obj, deleted=False)
-        self._tasks = [asyncio.create_task(self._run(inf)) for inf in self.informers]
+        self._tasks = [asyncio.create_task(self._run(inf, after=self.informers[i - 1] if i else None))
+                       for i, inf in enumerate(self.informers)]
+        if optional:
+            self._discovery = asyncio.create_task(self._watch_discovery(optional))
 
-    async def _run(self, inf: Informer) -> None:
+    def _informer(self, spec: WatchSpec) -> Informer:
+        assert self._kube is not None
+        return Informer(self._kube, spec, sink=self._sink_for(spec), known=self._known[spec.kind],
+                        namespace=self.settings.namespace, resync_s=self.settings.resync_s,
+                        watch_timeout_s=self.settings.watch_timeout_s)
+
+    async def _watch_discovery(self, optional: list[WatchSpec]) -> None:
+        """Start an optional kind's informer when discovery shows it, stop it when it goes."""
+        assert self._kube is not None
+        while True:
+            await asyncio.sleep(self.settings.discovery_s)
+            try:
+                available = await served(self._kube, optional)
+            except Exception:  # look again next interval
+                log.exception("discovery failed")
+                continue
+            for spec, now in available.items():
+                index = next((i for i, inf in enumerate(self.informers) if inf.spec == spec), None)
+                if now and index is None:
+                    log.info("optional kind now served, watching it",
+                             extra={"kind": spec.kind.value, "api_version": spec.api_version})
+                    inf = self._informer(spec)
+                    self.informers.append(inf)
+                    self._tasks.append(asyncio.create_task(self._run(inf, after=None)))
+                elif now is False and index is not None:
+                    log.info("optional kind no longer served, stopped watching it",
+                             extra={"kind": spec.kind.value, "api_version": spec.api_version})
+                    inf = self.informers.pop(index)
+                    await cancel_and_wait([self._tasks.pop(index)])
+                    await inf.retract_all()
+
+    async def _run(self, inf: Informer, *, after: Informer | None) -> None:
         # Initial lists in WATCHES order (Services before EndpointSlices) like WaitForCacheSync,
-        # then every kind watches concurrently. A kind whose list fails (CRD not installed yet)
-        # must not hold up the others: it keeps retrying in run() with backoff.
-        index = self.informers.index(inf)
-        if index > 0:
-            await self.informers[index - 1].attempted.wait()
+        # then every kind watches concurrently. A kind whose list fails (a ray.io CRD not
+        # installed yet) must not hold up the others: it keeps retrying in run() with backoff.
+        if after is not None:
+            await after.attempted.wait()
         try:
             await inf.relist(why="initial")
         except Exception as exc:  # noqa: BLE001 - retried by run()
@@ -127,6 +167,9 @@ class Watcher:
         await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers)), timeout)
 
     async def stop(self) -> None:
+        if self._discovery is not None:
+            await cancel_and_wait([self._discovery])
+            self._discovery = None
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
         if self._kube is not None:

@@ -69,6 +69,12 @@ class Informer:
         self._next_resync = time.monotonic() + self._resync_s
         self.synced.set()
 
+    async def retract_all(self) -> None:
+        """The kind is no longer served (its CRD went, and every object with it): publish DELETED
+        for everything published, as a relist that found nothing would."""
+        for etype, obj in diff_relist(self.known, []):
+            await self._apply(etype, obj)
+
     async def _apply(self, etype: str, obj: Json) -> None:
         key = _key(obj)
         old = self.known.get(key)

@@ -42,6 +42,9 @@ class WatchSpec:
     label_selector: str | None = None
     # Objects only matter when some raybus controller owns them (ray.io ownerRef / label).
     owned_only: bool = False
+    # A CRD the cluster may not have (Gateway API, a batch scheduler's PodGroup): watched only while
+    # API discovery shows it (watcher.optional), never a list/watch retried against a 404.
+    optional: bool = False
 
 
 WATCHES: tuple[WatchSpec, ...] = (
@@ -58,10 +61,10 @@ WATCHES: tuple[WatchSpec, ...] = (
     WatchSpec(s.Kind.SERVICEACCOUNT, "v1", "ServiceAccount", owned_only=True),
     WatchSpec(s.Kind.ROLE, "rbac.authorization.k8s.io/v1", "Role", owned_only=True),
     WatchSpec(s.Kind.ROLEBINDING, "rbac.authorization.k8s.io/v1", "RoleBinding", owned_only=True),
-    # NewClusterWithIncrementalUpgrade only; a cluster without the Gateway API CRDs just keeps
-    # retrying these lists (the informer backs off) without holding up the other kinds.
-    WatchSpec(s.Kind.GATEWAY, "gateway.networking.k8s.io/v1", "Gateway", owned_only=True),
-    WatchSpec(s.Kind.HTTPROUTE, "gateway.networking.k8s.io/v1", "HTTPRoute", owned_only=True),
+    # NewClusterWithIncrementalUpgrade only; the Gateway API is CRDs a cluster may lack: watched
+    # once discovery serves them (watcher.optional).
+    WatchSpec(s.Kind.GATEWAY, "gateway.networking.k8s.io/v1", "Gateway", owned_only=True, optional=True),
+    WatchSpec(s.Kind.HTTPROUTE, "gateway.networking.k8s.io/v1", "HTTPRoute", owned_only=True, optional=True),
     # The RayCluster's auth token Secret (labelled ray.io/cluster): sanitize() strips every value.
     WatchSpec(s.Kind.SECRET, "v1", "Secret", label_selector=CLUSTER_LABEL, owned_only=True),
     WatchSpec(s.Kind.NETWORKPOLICY, "networking.k8s.io/v1", "NetworkPolicy", owned_only=True),
@@ -73,7 +76,7 @@ def batch_scheduler_watches(batch_scheduler: str) -> tuple[WatchSpec, ...]:
     api_version = pod_group_api_version(batch_scheduler)
     if api_version is None:
         return ()
-    return (WatchSpec(s.Kind.PODGROUP, api_version, "PodGroup", owned_only=True),)
+    return (WatchSpec(s.Kind.PODGROUP, api_version, "PodGroup", owned_only=True, optional=True),)
 
 _OWNER_KINDS: dict[str, tuple[s.Controller, s.Kind]] = {
     "RayCluster": (s.Controller.CLUSTER, s.Kind.RAYCLUSTER),

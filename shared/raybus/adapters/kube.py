@@ -225,6 +225,20 @@ class KubeClient:
         through the same limiter and error mapping as the verbs below."""
         return await self._call(method, path, body=body, content_type=content_type)
 
+    async def served_resources(self, api_version: str) -> set[str]:
+        """The resource names (plurals) the API server serves in `api_version`, from discovery
+        (`/api/v1`, `/apis/<group>/<version>`); empty when the group-version is not served (404:
+        its CRDs are not installed). Discovery is readable by every authenticated user
+        (system:discovery), so this needs no RBAC of its own."""
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        try:
+            doc = await self._call("GET", path)
+        except KubeError as exc:
+            if exc.not_found:
+                return set()
+            raise
+        return {str(r.get("name")) for r in doc.get("resources") or [] if "/" not in str(r.get("name"))}
+
     async def get(self, res: Resource, *, namespace: str | None, name: str) -> Json:
         return await self._call("GET", res.path(namespace=namespace, name=name))
 

@@ -29,7 +29,7 @@ import yaml
 from raybus.testing.envtest_assets import AssetsUnavailable, ensure_assets
 from raybus.testing.servers import ServerExitedEarly, die_with_parent, free_port, stop_process
 
-__all__ = ["AssetsUnavailable", "ControlPlane", "ensure_assets", "install_crds", "start_control_plane"]
+__all__ = ["ApiError", "AssetsUnavailable", "ControlPlane", "ensure_assets", "install_crds", "start_control_plane"]
 
 Json = dict[str, Any]
 SERVICE_CIDR = "10.0.0.0/24"
