@@ -1,5 +1,10 @@
 """`python -m raybus_sim`: the local Kubernetes API server (with simulated kubelet) and the
-simulated Ray dashboards in one process, dashboards following head pod readiness."""
+simulated Ray dashboards in one process, dashboards following head pod readiness.
+
+With `--apiserver-kubeconfig` there is no local API server: the simulated node (kubelet) and the
+dashboards are API clients of the cluster that kubeconfig names (a real kube-apiserver, whose
+kube-controller-manager runs the Job/EndpointSlice controllers), and the RBAC objects, CRDs and
+ServiceAccount kubeconfigs asked for are made through that API (realapi.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +21,8 @@ from aiohttp import web
 
 from raybus_sim.apiserver import DEFAULT_CRD_DIR, start_apiserver, write_kubeconfig
 from raybus_sim.dashboard import DashboardRegistry, create_dashboard_app
-from raybus_sim.heads import HeadDashboardSync
+from raybus_sim.kubelet.client import ClusterView
+from raybus_sim.kubelet.node import SimNode
 
 
 RBAC_KINDS = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
@@ -51,7 +57,43 @@ async def _apply_rbac(api_url: str, manifest: Path) -> None:
                                        f"{await resp.text()}")
 
 
+async def _serve(args: argparse.Namespace, node: SimNode) -> web.AppRunner:
+    registry = DashboardRegistry()
+    node.attach_dashboards(registry)
+    app = create_dashboard_app(registry)
+    node.add_fault_routes(app)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, args.host, args.dashboard_port).start()
+    return runner
+
+
+async def _until_signalled() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def _main_real(args: argparse.Namespace) -> None:
+    from raybus_sim import realapi
+
+    admin = str(args.apiserver_kubeconfig)
+    await realapi.prepare(admin, crd_dir=Path(args.crd_dir), rbac_manifest=args.rbac_manifest,
+                          sa_kubeconfigs=args.sa_kubeconfig)
+    node = await SimNode.start(await ClusterView.from_kubeconfig(admin))
+    runner = await _serve(args, node)
+    print(f"kube-sim ready: node on {admin} dashboards http://{args.host}:{args.dashboard_port}", flush=True)
+    await _until_signalled()
+    await runner.cleanup()
+    await node.stop()
+
+
 async def _main(args: argparse.Namespace) -> None:
+    if args.apiserver_kubeconfig:
+        await _main_real(args)
+        return
     api = await start_apiserver(args.host, args.port, crd_dir=Path(args.crd_dir),
                                 state_file=args.state_file, token_key=_token_key(args.token_key_file))
     if args.rbac_manifest:
@@ -61,22 +103,12 @@ async def _main(args: argparse.Namespace) -> None:
         namespace, _, name = who.partition("/")
         token = api.service_account_token(namespace, name, expiration_s=365 * 24 * 3600)
         write_kubeconfig(path, api.url, token=token)
-    registry = DashboardRegistry()
-    api.store.listeners.append(HeadDashboardSync(registry))
-    if api.state.kubelet is not None:  # submitter containers talk to these dashboards
-        api.state.kubelet.programs.attach(registry)
-    runner = web.AppRunner(create_dashboard_app(registry), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, args.host, args.dashboard_port).start()
+    runner = await _serve(args, api.node)
     if args.kubeconfig:  # in a container, other containers reach it by name (--kubeconfig-server)
         write_kubeconfig(args.kubeconfig, args.kubeconfig_server or api.url)
     print(f"kube-sim ready: api {api.url} dashboards http://{args.host}:{args.dashboard_port}",
           flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await _until_signalled()
     await runner.cleanup()
     await api.stop()  # writes the state file
 
@@ -97,6 +129,10 @@ def main() -> None:
     p.add_argument("--sa-kubeconfig", action="append", default=[], metavar="NS/SA=PATH",
                    help="write a kubeconfig with a ServiceAccount token (RBAC-checked), repeatable")
     p.add_argument("--token-key-file", type=Path, help="ServiceAccount token signing key (kept)")
+    p.add_argument("--apiserver-kubeconfig", type=Path,
+                   help="no local API server: run the simulated node and dashboards against this "
+                        "cluster (admin credentials); its control plane runs the Job/EndpointSlice "
+                        "controllers")
     args = p.parse_args()
     logging.basicConfig(level=args.log_level)
     asyncio.run(_main(args))

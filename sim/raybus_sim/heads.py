@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from raybus_sim.apiserver.store import Event
 from raybus_sim.dashboard import DashboardRegistry
+from raybus_sim.kubelet.client import ObjEvent
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -25,15 +25,14 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 
 class HeadDashboardSync:
-    """A store listener: head pod events -> registry.head_up / head_down."""
+    """A Pod informer listener (raybus_sim.kubelet.client): head pod events -> registry.head_up /
+    head_down, from the API like any client, so it follows a real API server's Pods as well."""
 
     def __init__(self, registry: DashboardRegistry) -> None:
         self._registry = registry
         self._ready_heads: dict[tuple[str, str], set[str]] = {}
 
-    def __call__(self, event: Event) -> None:
-        if event.rt.kind != "Pod":
-            return
+    def __call__(self, event: ObjEvent) -> None:
         meta = event.obj.get("metadata") or {}
         labels = meta.get("labels") or {}
         if labels.get("ray.io/node-type") != "head" or "ray.io/cluster" not in labels:

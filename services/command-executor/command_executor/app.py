@@ -76,6 +76,7 @@ class ExecutorSettings(CommonSettings):
     # Off only for tests of the apply/ledger mechanics that publish hand-made batches without a
     # watcher; admission has its own tests. Never off in a deployment.
     admission: bool = True
+    status_after_s: float = 10.0  # longest a RayJob/RayService status waits for its reconcile's batch
 
 
 class CommandExecutorService:
@@ -155,6 +156,8 @@ class CommandExecutorService:
         assert self.executor is not None
         if batch.controller == s.Controller.CLUSTER.value:
             await self._yield_to_commands()
+        elif batch.after:
+            await self._after_commands(batch.after)
         with tracer.start_as_current_span("apply-status", context=extract_context(msg.headers),
                                           attributes={"raybus.key": str(batch.key)}):
             result = await self.executor.apply(batch)
@@ -175,6 +178,19 @@ class CommandExecutorService:
         commands = self._workers[0]
         while commands.busy and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+
+    async def _after_commands(self, batch_id: str) -> None:
+        """A RayJob/RayService status waits (up to status_after_s) until the command batch of its
+        reconcile is done or revoked, as KubeRay's Status().Update follows the reconcile's writes.
+        The two travel on different streams, so without this a status could be written first (seen
+        on a real API server: a RayService promoted before its serve Service switched)."""
+        assert self.ledger is not None
+        deadline = time.monotonic() + self.settings.status_after_s
+        while time.monotonic() < deadline:
+            record, _ = await self.ledger.get(batch_id)
+            if record is not None and record.state in ("done", "revoked"):
+                return
+            await asyncio.sleep(0.02)
 
     # --- command batches: through the ledger ---------------------------------------------------------
     async def _handle_command(self, msg: Msg) -> None:

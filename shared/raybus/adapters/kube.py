@@ -248,6 +248,12 @@ class KubeClient:
                     span.set_status(Status(StatusCode.ERROR))
         return result if isinstance(result, dict) else {}
 
+    async def request(self, method: str, path: str, *, body: object = None,
+                      content_type: str = "application/json") -> Json:
+        """Any other call (a subresource POST, a JSON patch, DeleteOptions with a grace period),
+        through the same limiter and error mapping as the verbs below."""
+        return await self._call(method, path, body=body, content_type=content_type)
+
     async def served_resources(self, api_version: str) -> set[str]:
         """The resource names (plurals) the API server serves in `api_version`, from discovery
         (`/api/v1`, `/apis/<group>/<version>`); empty when the group-version is not served (404:

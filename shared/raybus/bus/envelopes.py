@@ -70,6 +70,10 @@ class CommandBatch(Envelope):
     reconcile_id: str
     commands: list[Command]
     reasons: list[str] = Field(default_factory=list)
+    # A status batch's command batch from the same reconcile, which the executor finishes first
+    # for RayJobs/RayServices: KubeRay writes a reconcile's objects before its Status().Update, so
+    # no one sees e.g. a RayService promoted while its serve Service still selects the old cluster.
+    after: str | None = None
 
 
 class CommandResult(BaseModel):

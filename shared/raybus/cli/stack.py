@@ -70,6 +70,11 @@ class LocalStack:
     api_port: int = 0
     dashboard_port: int = 0
     rbac: bool = True  # watcher/executor use their ServiceAccounts' RBAC-checked tokens
+    # An admin kubeconfig of a real API server (e.g. raybus.testing.envtest's): then no local API
+    # server is started; kube-sim runs only the simulated node and dashboards against that cluster
+    # (its kube-controller-manager runs the Job/EndpointSlice controllers) and installs the CRDs
+    # and the RBAC of RBAC_MANIFEST there, handing each service a TokenRequest token.
+    apiserver_kubeconfig: Path | None = None
     # NATS with TLS and one user per service (bus/permissions.py), Redis with ACL users; the
     # material lives in <home>/secrets (README "Security model"). Off only for tests that need a
     # bare bus.
@@ -91,6 +96,12 @@ class LocalStack:
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def sim_url(self) -> str:
+        """The simulated node's fault API (/sim/pods/..., /sim/delays, ...) and the dashboards'
+        control API (/sim/dashboards/...), whichever API server the node serves."""
+        return self.dashboard_url
 
     @property
     def dashboard_url(self) -> str:
@@ -118,14 +129,20 @@ class LocalStack:
         # a real cluster would refuse it, not only in production.
         rbac: list[str] = []
         if self.rbac:
-            rbac = ["--rbac-manifest", str(RBAC_MANIFEST),
-                    "--token-key-file", str((self.home / "token.key").resolve())]
+            rbac = ["--rbac-manifest", str(RBAC_MANIFEST)]
+            if self.apiserver_kubeconfig is None:
+                rbac += ["--token-key-file", str((self.home / "token.key").resolve())]
             for service, account in SERVICE_ACCOUNTS.items():
                 rbac += ["--sa-kubeconfig", f"raybus-system/{account}={self.service_kubeconfig(service)}"]
-        sim = self.spawn("kube-sim", ["-m", "raybus_sim", "--port", str(self.api_port),
-                                      "--dashboard-port", str(self.dashboard_port),
-                                      "--kubeconfig", str(self.kubeconfig),
-                                      "--state-file", str(self.home / "apiserver-state.json"), *rbac])
+        if self.apiserver_kubeconfig is not None:
+            self.kubeconfig.write_text(Path(self.apiserver_kubeconfig).read_text())
+            self.kubeconfig.chmod(0o600)
+            where = ["--apiserver-kubeconfig", str(self.kubeconfig)]
+        else:
+            where = ["--port", str(self.api_port), "--kubeconfig", str(self.kubeconfig),
+                     "--state-file", str(self.home / "apiserver-state.json")]
+        sim = self.spawn("kube-sim", ["-m", "raybus_sim", "--dashboard-port", str(self.dashboard_port),
+                                      *where, *rbac])
         wait_for_line(sim, "kube-sim ready")
         started = []
         for service in self.services:

@@ -68,7 +68,8 @@ class ReconcilerContext:
                 raise
         if statuses:
             await publish_status(js, CommandBatch(reconcile_id=s.status_batch_id(reconcile_id),
-                                                  commands=statuses[-1:], **common))
+                                                  commands=statuses[-1:],
+                                                  after=reconcile_id if others else None, **common))
         for command in commands:
             log.info(command.reason, extra={"key": str(key), "op": command.op,
                                              "reconcile_id": reconcile_id})

@@ -23,6 +23,7 @@ from .resources import new_registry
 from .store import Event, Obj, Store
 
 log = logging.getLogger(__name__)
+NODE_CONFIG: web.AppKey[Any] = web.AppKey("raybus_sim_node_config", object)
 DEFAULT_CRD_DIR = Path(__file__).resolve().parents[3] / "deploy" / "crds"
 CRD_GR = "customresourcedefinitions.apiextensions.k8s.io"
 BOOT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -121,7 +122,9 @@ def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path
                history_size: int = 10000, kubelet: bool | Any = True, watch_timeout: float = 1800.0,
                bookmark_interval: float = 60.0, orphan_check_delay: float = 0.5,
                watch_list: bool = False, token_key: bytes | None = None) -> web.Application:
-    """kubelet: True for defaults, False to disable, or a raybus_sim.kubelet.KubeletConfig.
+    """kubelet: True for defaults, False to disable, or a raybus_sim.kubelet.KubeletConfig. The
+    Job/EndpointSlice controllers (raybus_sim.controllers) run with it (as its config says);
+    start_apiserver starts the node itself, an API client of this server's HTTP endpoint.
     watch_list: the WatchList feature gate (off in 1.33: watches with sendInitialEvents get 422).
     token_key: the ServiceAccount token signing key (default: random per start); a stack that
     restarts its API server passes the same key so its services' tokens stay valid."""
@@ -146,21 +149,27 @@ def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path
         resource_state.window_start = max(resource_state.window_start, store.base_rv)
     gc = GarbageCollector(store, orphan_check_delay=orphan_check_delay)
     state.gc = gc
-    sim = None
+    controllers: list[Any] = []
     if kubelet is not False:
-        from raybus_sim.kubelet import Kubelet, KubeletConfig  # late: kubelet imports this package
+        from raybus_sim.controllers import EndpointSliceController, JobController
+        from raybus_sim.kubelet import KubeletConfig  # late: kubelet imports this package
 
-        sim = Kubelet(store, kubelet if isinstance(kubelet, KubeletConfig) else KubeletConfig())
-        state.kubelet, state.sim_handler = sim, sim.handle_http
+        config = kubelet if isinstance(kubelet, KubeletConfig) else KubeletConfig()
+        app[NODE_CONFIG] = config
+        store.graceful_pod_delete = True  # a kubelet confirms every deletion of a bound Pod
+        if config.endpoint_slices:
+            controllers.append(EndpointSliceController(store))
+        if config.jobs:
+            controllers.append(JobController(store))
 
     async def on_startup(_: web.Application) -> None:
         gc.start()
-        if sim is not None:
-            sim.start()
+        for ctl in controllers:
+            ctl.start()
 
     async def on_cleanup(_: web.Application) -> None:
-        if sim is not None:
-            await sim.stop()
+        for ctl in controllers:
+            await ctl.stop()
         await gc.stop()
         if state_path is not None:
             dump_state(store, state_path)
@@ -180,6 +189,7 @@ class RunningApiServer:
     url: str
     app: web.Application
     runner: web.AppRunner
+    node: Any = None  # the simulated node (raybus_sim.kubelet.node.SimNode), when started
 
     @property
     def store(self) -> Store:
@@ -190,6 +200,8 @@ class RunningApiServer:
         return self.app[STATE]
 
     async def stop(self) -> None:
+        if self.node is not None:
+            await self.node.stop()
         await self.runner.cleanup()
 
     def service_account_token(self, namespace: str, name: str, *, expiration_s: int = 3600) -> str:
@@ -211,7 +223,17 @@ async def start_apiserver(host: str = "127.0.0.1", port: int = 0, **kwargs: Any)
     site = web.SockSite(runner, sock)
     await site.start()
     real_port = sock.getsockname()[1]
-    return RunningApiServer(url=f"http://{host}:{real_port}", app=app, runner=runner)
+    server = RunningApiServer(url=f"http://{host}:{real_port}", app=app, runner=runner)
+    config = app.get(NODE_CONFIG)
+    if config is not None:
+        # The simulated node is an API client like on a real control plane, of this server's own
+        # HTTP endpoint (in-process: no extra process to start, and the same code path).
+        from raybus_sim.kubelet.client import ClusterView
+        from raybus_sim.kubelet.node import SimNode
+
+        server.node = await SimNode.start(ClusterView.from_url(server.url, ADMIN_TOKEN), config)
+        server.state.kubelet, server.state.sim_handler = server.node.kubelet, server.node.kubelet.handle_http
+    return server
 
 
 def write_kubeconfig(path: Path | str, url: str, *, namespace: str = "default", token: str = ADMIN_TOKEN) -> Path:

@@ -1,4 +1,4 @@
-"""Simulated scheduler/kubelet/endpointslice/job controllers running inside the local API server."""
+"""The simulated node: scheduler part + kubelet, an API client (client.py) of the local or a real API server."""
 
 from .kubelet import Delays, Kubelet, KubeletConfig
 

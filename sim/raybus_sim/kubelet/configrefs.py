@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from raybus_sim.apiserver.store import Obj, Store
+from raybus_sim.kubelet.client import ClusterView, Obj
 
 if TYPE_CHECKING:
     from .kubelet import Kubelet
@@ -29,18 +29,17 @@ CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 _KINDS = {"secret": ("secrets", "Secret"), "configmap": ("configmaps", "ConfigMap")}
 
 
-def _find(store: Store, kind: str, namespace: str, name: str) -> Obj | None:
-    rt = store.registry.get("", "v1", _KINDS[kind][0])
-    return store.find(rt, namespace, name) if rt is not None else None
+def _find(api: ClusterView, kind: str, namespace: str, name: str) -> Obj | None:
+    return api.find(kind, namespace, name)
 
 
 def _keys(obj: Obj) -> set[str]:
     return set(obj.get("data") or {}) | set(obj.get("stringData") or {}) | set(obj.get("binaryData") or {})
 
 
-def _ref(store: Store, namespace: str, kind: str, name: str, key: str | None) -> str | None:
+def _ref(api: ClusterView, namespace: str, kind: str, name: str, key: str | None) -> str | None:
     """The kubelet's error for one reference, or None when it resolves."""
-    obj = _find(store, kind, namespace, name)
+    obj = _find(api, kind, namespace, name)
     if obj is None:
         return f'{kind} "{name}" not found'
     if key is not None and key not in _keys(obj):
@@ -48,13 +47,13 @@ def _ref(store: Store, namespace: str, kind: str, name: str, key: str | None) ->
     return None
 
 
-def missing_env_ref(store: Store, namespace: str, container: Mapping[str, Any]) -> str | None:
+def missing_env_ref(api: ClusterView, namespace: str, container: Mapping[str, Any]) -> str | None:
     """makeEnvironmentVariables: the first unresolvable env / envFrom reference of a container."""
     for source in container.get("envFrom") or []:
         for field, kind in (("secretRef", "secret"), ("configMapRef", "configmap")):
             ref = source.get(field)
             if isinstance(ref, Mapping) and not ref.get("optional"):
-                error = _ref(store, namespace, kind, str(ref.get("name") or ""), None)
+                error = _ref(api, namespace, kind, str(ref.get("name") or ""), None)
                 if error:
                     return error
     for env in container.get("env") or []:
@@ -64,7 +63,7 @@ def missing_env_ref(store: Store, namespace: str, container: Mapping[str, Any]) 
         for field, kind in (("secretKeyRef", "secret"), ("configMapKeyRef", "configmap")):
             ref = value_from.get(field)
             if isinstance(ref, Mapping) and not ref.get("optional"):
-                error = _ref(store, namespace, kind, str(ref.get("name") or ""), str(ref.get("key") or ""))
+                error = _ref(api, namespace, kind, str(ref.get("name") or ""), str(ref.get("key") or ""))
                 if error:
                     return error
     return None
@@ -84,19 +83,17 @@ def _volume_refs(volume: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
                 yield kind, str(ref.get("name") or "")
 
 
-def missing_volume_ref(store: Store, namespace: str, pod_spec: Mapping[str, Any]) -> str | None:
+def missing_volume_ref(api: ClusterView, namespace: str, pod_spec: Mapping[str, Any]) -> str | None:
     """The first volume whose Secret/ConfigMap does not exist (MountVolume.SetUp failed)."""
     for volume in pod_spec.get("volumes") or []:
         for kind, name in _volume_refs(volume):
-            if _find(store, kind, namespace, name) is None:
+            if _find(api, kind, namespace, name) is None:
                 return f'MountVolume.SetUp failed for volume "{volume.get("name")}" : {kind} "{name}" not found'
     return None
 
 
 def _pod(kubelet: Kubelet, sim: PodSim) -> Obj | None:
-    assert kubelet.pod_rt is not None
-    cur = kubelet.store.find(kubelet.pod_rt, sim.namespace, sim.name)
-    return cur if cur is not None and cur["metadata"]["uid"] == sim.uid else None
+    return kubelet.current(sim)
 
 
 async def _retry(kubelet: Kubelet, sim: PodSim) -> None:
@@ -110,7 +107,7 @@ async def wait_for_volumes(kubelet: Kubelet, sim: PodSim) -> bool:
         cur = _pod(kubelet, sim)
         if cur is None:
             return False
-        if missing_volume_ref(kubelet.store, sim.namespace, cur.get("spec") or {}) is None:
+        if missing_volume_ref(kubelet.api, sim.namespace, cur.get("spec") or {}) is None:
             return True
         await _retry(kubelet, sim)
 
@@ -126,7 +123,7 @@ async def wait_for_env(kubelet: Kubelet, sim: PodSim, *, init: bool) -> bool:
         if cur is None:
             return False
         specs = {c.get("name"): c for c in (cur.get("spec") or {}).get(key) or []}
-        errors = {c.name: missing_env_ref(kubelet.store, sim.namespace, specs.get(c.name) or {}) for c in sims}
+        errors = {c.name: missing_env_ref(kubelet.api, sim.namespace, specs.get(c.name) or {}) for c in sims}
         if not any(errors.values()):
             if blocked:
                 for c in sims:
@@ -136,6 +133,6 @@ async def wait_for_env(kubelet: Kubelet, sim: PodSim, *, init: bool) -> bool:
         for c in sims:
             if errors[c.name]:
                 c.state, c.reason, c.message = "waiting", CREATE_CONTAINER_CONFIG_ERROR, errors[c.name]
-        if not kubelet.write_status(sim):
+        if not await kubelet.write_status(sim):
             return False
         await _retry(kubelet, sim)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from raybus.adapters.kube import KubeError
 from raybus_sim.apiserver.errors import ApiError, bad_request, page_not_found
 
 if TYPE_CHECKING:
@@ -38,6 +39,9 @@ async def handle(kubelet: Kubelet, request: web.Request, segs: list[str]) -> web
         return await _route(kubelet, request, segs)
     except ApiError as err:
         return _ok(err.status(), err.code)
+    except KubeError as err:  # the API server's answer to a fault's own API call (evict)
+        return _ok({"kind": "Status", "status": "Failure", "reason": err.reason, "message": str(err),
+                    "code": err.code or 502}, err.code or 502)
 
 
 async def _route(kubelet: Kubelet, request: web.Request, segs: list[str]) -> web.StreamResponse:
@@ -47,12 +51,12 @@ async def _route(kubelet: Kubelet, request: web.Request, segs: list[str]) -> web
     if len(segs) == 4 and segs[0] == "pods" and method == "POST":
         ns, name, action = segs[1], segs[2], segs[3]
         if action == "fail":
-            kubelet.fail_pod(ns, name, reason=body.get("reason"), message=body.get("message"))
+            await kubelet.fail_pod(ns, name, reason=body.get("reason"), message=body.get("message"))
         elif action == "succeed":
-            kubelet.terminate_container(ns, name, "*", exit_code=0, reason="Completed")
+            await kubelet.terminate_container(ns, name, "*", exit_code=0, reason="Completed")
         elif action == "evict":
-            assert kubelet.pod_rt is not None
-            kubelet.store.delete(kubelet.pod_rt, ns, name, grace=body.get("gracePeriodSeconds"))
+            grace = body.get("gracePeriodSeconds")
+            await kubelet.api.delete_pod(ns, name, grace_s=int(grace) if grace is not None else None)
         else:
             raise page_not_found()
         return _ok({"status": "ok"})
@@ -60,19 +64,19 @@ async def _route(kubelet: Kubelet, request: web.Request, segs: list[str]) -> web
     if len(segs) == 6 and segs[0] == "pods" and segs[3] == "containers" and segs[5] == "terminate":
         if method != "POST":
             raise page_not_found()
-        kubelet.terminate_container(segs[1], segs[2], segs[4], exit_code=int(body.get("exitCode", 1)),
-                                    reason=body.get("reason"))
+        await kubelet.terminate_container(segs[1], segs[2], segs[4], exit_code=int(body.get("exitCode", 1)),
+                                          reason=body.get("reason"))
         return _ok({"status": "ok"})
     # /sim/readiness-holds  POST {"namespace"?, "labelSelector"} -> {"id"}; GET; DELETE /sim/readiness-holds/{id}
     if segs and segs[0] == "readiness-holds":
         if len(segs) == 1 and method == "POST":
-            hold_id = kubelet.add_hold(body.get("namespace"), body.get("labelSelector", ""))
+            hold_id = await kubelet.add_hold(body.get("namespace"), body.get("labelSelector", ""))
             return _ok({"id": hold_id}, 201)
         if len(segs) == 1 and method == "GET":
             return _ok({"items": [{"id": i, "namespace": h.namespace, "labelSelector": h.selector}
                                   for i, h in kubelet.holds.items()]})
         if len(segs) == 2 and method == "DELETE":
-            kubelet.remove_hold(int(segs[1]))
+            await kubelet.remove_hold(int(segs[1]))
             return _ok({"status": "ok"})
     # /sim/image-pull-failures  POST {"image": "repo/img:tag" or "prefix*"} -> {"id"}; GET; DELETE .../{id}
     if segs and segs[0] == "image-pull-failures":

@@ -1,6 +1,9 @@
 """Simulated scheduler+kubelet: binds pods to a fake node and walks them to Running/Ready.
 
-Every change goes through Store.update like any API client, so resourceVersions and watch events are real.
+An API client like kwok's nodes (client.py): it sees Pods through a watch and writes Node, Lease,
+pods/binding, pods/status and the final delete, so the same node drives raybus's local API server
+and a real kube-apiserver. The Job and EndpointSlice controllers are not here: they are the
+control plane's (raybus_sim.controllers in the local server, kube-controller-manager in a real one).
 """
 
 from __future__ import annotations
@@ -10,14 +13,15 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from aiohttp import web
+
+from raybus.adapters.kube import KubeError
 from raybus_sim.apiserver.defaults import now_rfc3339
 from raybus_sim.apiserver.errors import ApiError
 from raybus_sim.apiserver.selectors import Pred, compile_label_selector
-from raybus_sim.apiserver.store import Event, Obj, Store
 
 from . import configrefs, faults
-from .endpoints import EndpointSliceController
-from .jobs import JobController
+from .client import ClusterView, Obj, ObjEvent
 from .podstate import ContainerSim, PodSim
 from .redis_cleanup import RedisCleanupRunner
 from .submitter import ContainerPrograms
@@ -41,6 +45,8 @@ class KubeletConfig:
     host_ip: str = "172.18.0.2"
     delays: Delays = field(default_factory=Delays)
     namespace_delays: dict[str, Delays] = field(default_factory=dict)
+    # The local API server's stand-ins for kube-controller-manager (raybus_sim.controllers); a real
+    # control plane has its own, so the node never runs them.
     endpoint_slices: bool = True
     jobs: bool = True
 
@@ -53,8 +59,8 @@ class ReadinessHold:
 
 
 class Kubelet:
-    def __init__(self, store: Store, config: KubeletConfig) -> None:
-        self.store = store
+    def __init__(self, api: ClusterView, config: KubeletConfig) -> None:
+        self.api = api
         self.config = config
         self.pods: dict[tuple[str, str], PodSim] = {}
         self.tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -64,59 +70,27 @@ class Kubelet:
         self._hold_seq = 0
         self._ip = 0
         self.started = False
-        self.pod_rt = store.registry.get("", "v1", "pods")
-        self.endpoints = EndpointSliceController(store) if config.endpoint_slices else None
-        self.jobs = JobController(store) if config.jobs else None
         # Submitter containers run `ray job ...` against these dashboards once set (submitter.py).
         self.programs = ContainerPrograms(self)
         # The GCS FT Redis cleanup Job's container exits (redis_cleanup.py).
         self.redis_cleanup = RedisCleanupRunner(self)
-        store.graceful_pod_delete = True
-        store.listeners.append(self.on_event)
+        api.pods.listeners.append(self.on_event)
 
-    async def handle_http(self, request: Any, segs: list[str]) -> Any:
+    async def handle_http(self, request: web.Request, segs: list[str]) -> web.StreamResponse:
         return await faults.handle(self, request, segs)
 
     # --- lifecycle ---------------------------------------------------------------------------------
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Take over every Pod the (synced) cache holds (node.py registered the Node)."""
         self.started = True
-        for ctl in (self.endpoints, self.jobs):
-            if ctl is not None:
-                ctl.start()
-        self._register_node()
-        assert self.pod_rt is not None
-        pods = self.store.list(self.pod_rt, None)
-        for pod in pods:  # pod IPs stay unique across a state-file restart
+        pods = self.api.pods.objects()
+        for pod in pods:  # pod IPs stay unique across a restart
             ip = str((pod.get("status") or {}).get("podIP") or "")
             if ip.startswith("10.244."):
                 a, b = ip.split(".")[2:4]
                 self._ip = max(self._ip, int(a) * 256 + int(b))
-        for pod in pods:  # resume after a state-file restart
+        for pod in pods:  # resume what an earlier run (or a restarted API server) left
             self._adopt(pod)
-
-    def _register_node(self) -> None:
-        """Like a kubelet registering itself: one Ready node, so `kubectl get nodes` looks normal."""
-        node_rt = self.store.registry.get("", "v1", "nodes")
-        name = self.config.node_name
-        if node_rt is None or self.store.find(node_rt, "", name) is not None:
-            return
-        node = self.store.create(node_rt, "", {"metadata": {"name": name, "labels": {
-            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-            "node-role.kubernetes.io/control-plane": ""}}, "spec": {}})
-        now = now_rfc3339()
-        capacity = {"cpu": "1000", "memory": "4000Gi", "pods": "10000", "nvidia.com/gpu": "100",
-                    "ephemeral-storage": "10000Gi"}
-        self.store.update(node_rt, "", name, dict(node, status={
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "message": "kubelet is posting ready status", "lastHeartbeatTime": now,
-                            "lastTransitionTime": now}],
-            "addresses": [{"type": "InternalIP", "address": self.config.host_ip},
-                          {"type": "Hostname", "address": name}],
-            "capacity": capacity, "allocatable": capacity,
-            "nodeInfo": {"kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0", "operatingSystem": "linux",
-                         "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.0",
-                         "osImage": "raybus-sim", "kernelVersion": "6.0.0", "machineID": "", "systemUUID": "",
-                         "bootID": ""}}), subresource="status")
 
     async def stop(self) -> None:
         self.started = False
@@ -125,9 +99,6 @@ class Kubelet:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for ctl in (self.endpoints, self.jobs):
-            if ctl is not None:
-                await ctl.stop()
 
     def delays(self, ns: str) -> Delays:
         return self.config.namespace_delays.get(ns, self.config.delays)
@@ -141,8 +112,16 @@ class Kubelet:
             self.config.delays = new
         return new
 
-    def on_event(self, ev: Event) -> None:
-        if ev.rt.gr != "pods" or not self.started:
+    def pod(self, ns: str, name: str) -> Obj | None:
+        return self.api.pods.get(ns, name)
+
+    def current(self, sim: PodSim) -> Obj | None:
+        """The cached Pod `sim` simulates, or None once it is gone or replaced."""
+        cur = self.pod(sim.namespace, sim.name)
+        return cur if cur is not None and cur["metadata"]["uid"] == sim.uid else None
+
+    def on_event(self, ev: ObjEvent) -> None:
+        if not self.started:
             return
         if ev.type == "DELETED":
             key = (ev.obj["metadata"].get("namespace", ""), ev.obj["metadata"]["name"])
@@ -159,6 +138,9 @@ class Kubelet:
     def _adopt(self, pod: Obj) -> None:
         meta = pod["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and node != self.config.node_name:
+            return  # another node's Pod
         sim = self.pods.get(key)
         if meta.get("deletionTimestamp"):
             self.programs.stop(*key)
@@ -204,22 +186,17 @@ class Kubelet:
         self.programs.started(sim)  # a submitter that was running starts over (its CLI died with us)
 
     # --- status writes -----------------------------------------------------------------------------
-    def write_status(self, sim: PodSim) -> bool:
-        """Render and store the pod status; False when the pod is gone or replaced (stop simulating)."""
-        assert self.pod_rt is not None
-        cur = self.store.find(self.pod_rt, sim.namespace, sim.name)
-        if cur is None or cur["metadata"]["uid"] != sim.uid:
-            return False
-        sim.held = any(h.pred(cur) and h.namespace in (None, sim.namespace) for h in self.holds.values())
-        if sim.held:
-            for c in sim.containers:
-                c.ready = False
-        try:
-            self.store.update(self.pod_rt, sim.namespace, sim.name, dict(cur, status=sim.render(cur.get("status"))),
-                              subresource="status")
-        except ApiError:
-            return False
-        return True
+    async def write_status(self, sim: PodSim) -> bool:
+        """Render and write the pod status; False when the pod is gone or replaced (stop simulating)."""
+        async with sim.lock:
+            cur = self.current(sim)
+            if cur is None:
+                return False
+            sim.held = any(h.pred(cur) and h.namespace in (None, sim.namespace) for h in self.holds.values())
+            if sim.held:
+                for c in sim.containers:
+                    c.ready = False
+            return await self.api.write_pod_status(sim.namespace, sim.name, sim.uid, sim.render(cur.get("status")))
 
     def _next_ip(self) -> str:
         self._ip += 1
@@ -231,36 +208,30 @@ class Kubelet:
         await asyncio.sleep(secs)  # 0 still yields, so bursts of creates interleave with lifecycle writes
 
     async def _run(self, sim: PodSim) -> None:
-        assert self.pod_rt is not None
         d = self.delays(sim.namespace)
         await self._sleep(d.schedule)
-        cur = self.store.find(self.pod_rt, sim.namespace, sim.name)
-        if cur is None or cur["metadata"]["uid"] != sim.uid:
+        cur = self.current(sim)
+        if cur is None:
             return
         sim.scheduled = True
         if not (cur.get("spec") or {}).get("nodeName"):
-            # Like the pods/binding subresource: nodeName and PodScheduled=True land in one write.
-            try:
-                self.store.update(self.pod_rt, sim.namespace, sim.name,
-                                  dict(cur, spec=dict(cur["spec"], nodeName=self.config.node_name),
-                                       status=sim.render(cur.get("status"))),
-                                  validate=False, subresource="*")
-            except ApiError:
+            # The scheduler's part: pods/binding sets nodeName and PodScheduled=True.
+            if not await self.api.bind(sim.namespace, sim.name, sim.uid, self.config.node_name):
                 return
-        elif not self.write_status(sim):
+        elif not await self.write_status(sim):
             return
         await self._sleep(0)
         # The kubelet's first status: admitted, containers waiting, no pod IP yet.
         sim.admitted, sim.start_time = True, now_rfc3339()
         for c in sim.containers:
             c.reason = "PodInitializing" if sim.init else "ContainerCreating"
-        if not self.write_status(sim):
+        if not await self.write_status(sim):
             return
         if not await configrefs.wait_for_volumes(self, sim):  # missing Secret/ConfigMap volume
             return
         await self._sleep(d.pull)
         sim.sandbox, sim.pod_ip = True, self._next_ip()
-        if not self.write_status(sim):
+        if not await self.write_status(sim):
             return
         if not await self._pull_images(sim, d):
             return
@@ -268,7 +239,7 @@ class Kubelet:
             return
         for c in sim.init:
             c.start()
-            if not self.write_status(sim):
+            if not await self.write_status(sim):
                 return
             await self._sleep(d.start)
             c.terminate(0)
@@ -278,14 +249,14 @@ class Kubelet:
         for c in sim.containers:
             c.start()
             c.ready = not c.has_probe
-        if not self.write_status(sim):
+        if not await self.write_status(sim):
             return
         if any(c.has_probe for c in sim.containers):
             await self._sleep(d.ready)
             for c in sim.containers:
                 if c.state == "running":
                     c.ready = True
-            if not self.write_status(sim):
+            if not await self.write_status(sim):
                 return
         self.programs.started(sim)
 
@@ -305,19 +276,18 @@ class Kubelet:
                 return True
             for c in failing:
                 c.reason, c.message = reason, f'Back-off pulling image "{c.image}"'
-            if not self.write_status(sim):
+            if not await self.write_status(sim):
                 return False
             reason = "ImagePullBackOff"
             await self._sleep(max(d.pull, 0.05))
 
     async def _terminate(self, key: tuple[str, str], uid: str) -> None:
-        assert self.pod_rt is not None
         await self._sleep(self.delays(key[0]).terminate)
-        cur = self.store.find(self.pod_rt, *key)
+        cur = self.pod(*key)
         if cur is not None and cur["metadata"]["uid"] == uid:
-            try:
-                self.store.delete(self.pod_rt, key[0], key[1], grace=0, preconditions={"uid": uid})
-            except ApiError:
+            try:  # the containers are stopped: the kubelet's final delete
+                await self.api.delete_pod(key[0], key[1], uid=uid, grace_s=0)
+            except KubeError:
                 pass
         if self.tasks.get(key) is asyncio.current_task():
             self.tasks.pop(key, None)
@@ -329,16 +299,16 @@ class Kubelet:
             raise ApiError(404, "NotFound", f'pod "{name}" is not running on the simulated node')
         return sim
 
-    def fail_pod(self, ns: str, name: str, *, reason: str | None, message: str | None) -> None:
+    async def fail_pod(self, ns: str, name: str, *, reason: str | None, message: str | None) -> None:
         sim = self.sim_for(ns, name)
         self._cancel(ns, name)
         for c in sim.containers:
             if c.state != "terminated":
                 c.terminate(1, "Error")
         sim.phase_override, sim.reason, sim.message = "Failed", reason, message
-        self.write_status(sim)
+        await self.write_status(sim)
 
-    def terminate_container(self, ns: str, name: str, container: str, *, exit_code: int,
+    async def terminate_container(self, ns: str, name: str, container: str, *, exit_code: int,
                             reason: str | None) -> None:
         sim = self.sim_for(ns, name)
         targets = [c for c in sim.containers if c.name == container or container == "*"]
@@ -347,7 +317,7 @@ class Kubelet:
         self._cancel(ns, name)
         for c in targets:
             c.terminate(exit_code, reason)
-        self.write_status(sim)
+        await self.write_status(sim)
         restart = sim.restart_policy == "Always" or (sim.restart_policy == "OnFailure" and exit_code != 0)
         if restart:
             self._spawn((ns, name), self._restart(sim, targets))
@@ -363,7 +333,7 @@ class Kubelet:
                 c.state, c.reason = "waiting", "CrashLoopBackOff"
                 c.message = (f"back-off 10s restarting failed container={c.name} "
                              f"pod={sim.name}_{sim.namespace}({sim.uid})")
-            if not self.write_status(sim):
+            if not await self.write_status(sim):
                 return
         await self._sleep(d.restart)
         for c in targets:
@@ -371,13 +341,13 @@ class Kubelet:
             c.message = None
             c.start()
             c.ready = not c.has_probe and not sim.held
-        if not self.write_status(sim):
+        if not await self.write_status(sim):
             return
         if any(c.has_probe for c in targets):
             await self._sleep(d.ready)
             for c in targets:
                 c.ready = c.state == "running"
-            if not self.write_status(sim):
+            if not await self.write_status(sim):
                 return
         self.programs.started(sim)
 
@@ -386,21 +356,21 @@ class Kubelet:
         if task is not None and task is not asyncio.current_task():
             task.cancel()
 
-    def add_hold(self, namespace: str | None, selector: str) -> int:
+    async def add_hold(self, namespace: str | None, selector: str) -> int:
         self._hold_seq += 1
-        self.holds[self._hold_seq] = ReadinessHold(namespace, selector, compile_label_selector(selector))
-        self._reapply_holds()
-        return self._hold_seq
+        hold_id = self._hold_seq
+        self.holds[hold_id] = ReadinessHold(namespace, selector, compile_label_selector(selector))
+        await self._reapply_holds()
+        return hold_id
 
-    def remove_hold(self, hold_id: int) -> None:
+    async def remove_hold(self, hold_id: int) -> None:
         if self.holds.pop(hold_id, None) is None:
             raise ApiError(404, "NotFound", f"readiness hold {hold_id} not found")
-        self._reapply_holds()
+        await self._reapply_holds()
 
-    def _reapply_holds(self) -> None:
-        assert self.pod_rt is not None
-        for (ns, name), sim in self.pods.items():
-            cur = self.store.find(self.pod_rt, ns, name)
+    async def _reapply_holds(self) -> None:
+        for (ns, name), sim in list(self.pods.items()):
+            cur = self.pod(ns, name)
             if cur is None:
                 continue
             held = any(h.pred(cur) and h.namespace in (None, ns) for h in self.holds.values())
@@ -409,4 +379,5 @@ class Kubelet:
             sim.held = held
             for c in sim.containers:
                 c.ready = c.state == "running" and not held
-            self.write_status(sim)
+            await self.write_status(sim)
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from dataclasses import dataclass, field
@@ -97,6 +98,9 @@ class PodSim:
     held: bool = False
     terminating: bool = False
     cond_times: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # One status write at a time, rendered under the lock: writes travel over HTTP now, and an
+    # older render must never land after a newer one.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, compare=False, repr=False)
 
     @classmethod
     def from_pod(cls, pod: dict[str, Any], host_ip: str) -> PodSim:

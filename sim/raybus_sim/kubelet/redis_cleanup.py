@@ -15,7 +15,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from raybus_sim.apiserver.errors import ApiError
-from raybus_sim.apiserver.store import Event
+from raybus_sim.kubelet.client import ObjEvent
 
 if TYPE_CHECKING:
     from .kubelet import Kubelet
@@ -31,10 +31,10 @@ class RedisCleanupRunner:
     def __init__(self, kubelet: Kubelet) -> None:
         self.kubelet = kubelet
         self.done: set[str] = set()  # Pod uids already ended
-        kubelet.store.listeners.append(self.on_event)
+        kubelet.api.pods.listeners.append(self.on_event)
 
-    def on_event(self, ev: Event) -> None:
-        if ev.rt.gr != "pods" or ev.type == "DELETED" or not self.kubelet.started:
+    def on_event(self, ev: ObjEvent) -> None:
+        if ev.type == "DELETED" or not self.kubelet.started:
             return
         meta = ev.obj["metadata"]
         if (meta.get("labels") or {}).get(NODE_TYPE_LABEL) != REDIS_CLEANUP or meta["uid"] in self.done:
@@ -53,5 +53,5 @@ class RedisCleanupRunner:
     async def _exit(self, namespace: str, name: str, code: int, delay: float) -> None:
         await asyncio.sleep(delay)
         with contextlib.suppress(ApiError):  # the Pod went away meanwhile
-            self.kubelet.terminate_container(namespace, name, "*", exit_code=code,
-                                             reason="Completed" if code == 0 else "Error")
+            await self.kubelet.terminate_container(namespace, name, "*", exit_code=code,
+                                                   reason="Completed" if code == 0 else "Error")

@@ -35,7 +35,7 @@ from subprocess import list2cmdline
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from raybus_sim.apiserver.store import Obj
+from raybus_sim.kubelet.client import Obj
 from raybus_sim.dashboard.handlers import submit_body
 from raybus_sim.dashboard.jobs import TERMINAL
 from raybus_sim.dashboard.registry import ClusterState, DashboardRegistry
@@ -121,8 +121,8 @@ class ContainerPrograms:
         """Containers of `sim` that are running now: start the programs they have."""
         if self.dashboards is None:
             return
-        pod = self._kubelet.store.find(self._kubelet.pod_rt, sim.namespace, sim.name) if self._kubelet.pod_rt else None
-        if pod is None or pod["metadata"]["uid"] != sim.uid:
+        pod = self._kubelet.current(sim)
+        if pod is None:
             return
         specs = {c.get("name"): c for c in (pod.get("spec") or {}).get("containers") or []}
         for container in sim.containers:
@@ -159,7 +159,8 @@ class ContainerPrograms:
         finally:
             self._tasks.pop((sim.namespace, sim.name, container), None)
         with contextlib.suppress(Exception):  # the pod may be gone or replaced meanwhile
-            self._kubelet.terminate_container(sim.namespace, sim.name, container, exit_code=code, reason=None)
+            await self._kubelet.terminate_container(sim.namespace, sim.name, container, exit_code=code,
+                                                    reason=None)
 
 
 class RayJobCli:
@@ -184,8 +185,7 @@ class RayJobCli:
         parts = host.split(".")
         if len(parts) > 1 and parts[1] != "svc":
             ns = parts[1]
-        rt = self._kubelet.store.registry.get("", "v1", "services")
-        service = self._kubelet.store.find(rt, ns, parts[0]) if rt is not None else None
+        service = self._kubelet.api.find("service", ns, parts[0])
         cluster = ((service or {}).get("spec") or {}).get("selector", {}).get("ray.io/cluster")
         return (ns, str(cluster)) if cluster else None
 

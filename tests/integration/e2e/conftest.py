@@ -1,5 +1,11 @@
 """End-to-end fixtures: the whole stack as real processes (nats-server, redis-server, the local
-API server with kubelet and dashboards, every raybus service), reached only over HTTP/NATS."""
+API server with kubelet and dashboards, every raybus service), reached only over HTTP/NATS.
+
+Every e2e test runs on the local API server (`[local]`); the suites in REAL_SERVER_SUITES also run
+on a real kube-apiserver + kube-controller-manager (`[real]`, raybus.testing.envtest, one per pytest
+run) with the simulated node and dashboards as its API clients, same test code. On both, the
+watcher and the command-executor use their ServiceAccounts' tokens bound to the RBAC of the
+install, so a missing permission fails a test."""
 
 from __future__ import annotations
 
@@ -27,17 +33,35 @@ RC = resource_for("ray.io/v1", "RayCluster")
 POD = resource_for("v1", "Pod")
 EVENT = resource_for("v1", "Event")
 NS = "default"
+# The suites (modules) that also run against the real control plane; the others run on the local
+# API server only (CI budget: see README "Local development stack").
+REAL_SERVER_SUITES = frozenset({"test_raycluster", "test_rayjob", "test_rayservice", "test_restarts",
+                                "test_failures", "test_samples_converge"})
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "stack" not in metafunc.fixturenames:
+        return
+    suite = metafunc.module.__name__.rsplit(".", 1)[-1]
+    servers = ["local", "real"] if suite in REAL_SERVER_SUITES else ["local"]
+    # Package scope: the real server's stack (and its node, which runs every unbound Pod) is gone
+    # before other tests use the same control plane (tests/integration/realapi expects no kubelet).
+    metafunc.parametrize("stack", servers, indirect=True, scope="package")
+
+
+@pytest.fixture(scope="package")
+def stack(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[LocalStack]:
     # Two cluster-reconciler replicas throughout: every e2e test also checks that sharing the
     # work never produces duplicates.
     # Alpha gates on, so the samples of alpha features (mTLS, NetworkPolicy, history server)
     # are accepted, as with a KubeRay started with those --feature-gates.
     gates = "RayClusterMTLS=true,RayClusterNetworkPolicy=true,RayClusterHistoryServer=true"
-    s = LocalStack(home=tmp_path_factory.mktemp("stack"), replicas=2,
-                   extra_env={"RAYBUS_FEATURE_GATES": gates})
+    server = getattr(request, "param", "local")
+    admin = None
+    if server == "real":  # the session's control plane, started on first use
+        admin = request.getfixturevalue("control_plane").admin_kubeconfig
+    s = LocalStack(home=tmp_path_factory.mktemp(f"stack-{server}"), replicas=2,
+                   extra_env={"RAYBUS_FEATURE_GATES": gates}, apiserver_kubeconfig=admin)
     try:
         s.start()
         yield s
@@ -89,7 +113,7 @@ class Kube:
 
     async def sim(self, path: str, body: dict[str, Any] | None = None) -> None:
         async with httpx.AsyncClient() as http:
-            r = await http.post(f"{self.stack.api_url}/sim/{path}", json=body or {})
+            r = await http.post(f"{self.stack.sim_url}/sim/{path}", json=body or {})
             r.raise_for_status()
 
     async def eventually(self, check: Callable[[], Awaitable[bool]], *, timeout: float = 30.0,

@@ -141,7 +141,7 @@ class Jobs:
     async def requests(self, cluster: str) -> dict[str, int]:
         """The simulated head's request counters (the dashboard gateway's and the submitters')."""
         async with httpx.AsyncClient() as http:
-            r = await http.get(f"{self.kube.stack.dashboard_url}/sim/dashboards/{NS}/{cluster}/requests")
+            r = await http.get(f"{self.kube.stack.sim_url}/sim/dashboards/{NS}/{cluster}/requests")
             return dict(r.json()) if r.status_code == 200 else {}
 
     async def submissions(self, cluster: str) -> int:
@@ -165,14 +165,14 @@ class Jobs:
 async def hold_readiness(kube: Kube, selector: str) -> int:
     """Keep matching Pods not Ready (the simulated kubelet's readiness hold); returns its id."""
     async with httpx.AsyncClient() as http:
-        r = await http.post(f"{kube.stack.api_url}/sim/readiness-holds", json={"labelSelector": selector})
+        r = await http.post(f"{kube.stack.sim_url}/sim/readiness-holds", json={"labelSelector": selector})
         r.raise_for_status()
         return int(r.json()["id"])
 
 
 async def release_readiness(kube: Kube, hold: int) -> None:
     async with httpx.AsyncClient() as http:
-        (await http.delete(f"{kube.stack.api_url}/sim/readiness-holds/{hold}")).raise_for_status()
+        (await http.delete(f"{kube.stack.sim_url}/sim/readiness-holds/{hold}")).raise_for_status()
 
 
 class Ledger(WatchRecorder):

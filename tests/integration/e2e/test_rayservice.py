@@ -19,6 +19,7 @@ from raybus.adapters.kube import KubeError, UnknownResource, resource_for
 from raybus.cli.stack import LocalStack
 from tests.conftest import SAMPLES
 from tests.integration.e2e.conftest import NS, Kube
+from tests.integration.e2e.rayjob_kit import hold_readiness, release_readiness
 from tests.integration.e2e.rayservice_kit import (
     RS,
     SAMPLE,
@@ -162,15 +163,21 @@ async def test_upgrade_aborted_by_a_second_spec_change(kube: Kube, services: Ser
     old = active_name(await _deploy(services, name, delay=1))
     # The first pending cluster must not serve before the second change lands, however slow this
     # machine is: its Pods are held in ContainerCreating (the kubelet's image pull) until then.
+    # The image pull delay covers the first cluster's Pods created before the delays are restored;
+    # a readiness hold on that cluster covers the ones created after (a slow reconciler may create
+    # them only then, as seen on the real API server).
     normal = await _kubelet_delays(kube, pull=120.0)
+    hold = None
     try:
         await services.set_head_env(name, "UPGRADE", "1")
         first = pending_name(await services.wait(name, lambda r: pending_name(r) != "", timeout=30, what="pending"))
+        hold = await hold_readiness(kube, f"ray.io/cluster={first}")
         await services.set_head_env(name, "UPGRADE", "2")
     finally:
         await _kubelet_delays(kube, pull=normal["pull"])  # Pods created from here on start normally
     rs = await services.wait(name, lambda r: pending_name(r) not in ("", first) or active_name(r) == first,
                              timeout=30, what="a second pending cluster")
+    await release_readiness(kube, hold)
     assert active_name(rs) == old, "the first pending cluster must never be promoted"
     second = pending_name(rs)
     await services.wait(name, lambda r: active_name(r) == second and is_ready(r), timeout=60, what="promotion")
@@ -183,8 +190,8 @@ async def test_upgrade_aborted_by_a_second_spec_change(kube: Kube, services: Ser
 async def _kubelet_delays(kube: Kube, **values: float) -> dict[str, float]:
     """Set the simulated kubelet's delays for the test namespace; returns the ones in force before."""
     async with httpx.AsyncClient() as http:
-        before = (await http.get(f"{kube.stack.api_url}/sim/delays")).json()
-        r = await http.put(f"{kube.stack.api_url}/sim/delays", json={"namespace": NS, **values})
+        before = (await http.get(f"{kube.stack.sim_url}/sim/delays")).json()
+        r = await http.put(f"{kube.stack.sim_url}/sim/delays", json={"namespace": NS, **values})
         r.raise_for_status()
     current: dict[str, float] = before.get("namespaces", {}).get(NS) or before["default"]
     return current

@@ -14,7 +14,6 @@ from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.job.submitter import configure_submitter_container
 from raybus_sim.apiserver import RunningApiServer
 from raybus_sim.dashboard import ClusterSettings, DashboardRegistry
-from raybus_sim.heads import HeadDashboardSync
 
 from .helpers import eventually
 
@@ -28,8 +27,7 @@ JOB_ID = "rj-abcde"
 @pytest.fixture
 async def registry(server: RunningApiServer) -> AsyncIterator[DashboardRegistry]:
     reg = DashboardRegistry(defaults=ClusterSettings(job_pending_s=0.05, job_running_s=0.05))
-    server.store.listeners.append(HeadDashboardSync(reg))
-    server.state.kubelet.programs.attach(reg)
+    server.node.attach_dashboards(reg)  # HeadDashboardSync follows head Pods through the API
     yield reg
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from raybus_sim.apiserver.store import Event, Obj, Store
-from raybus_sim.kubelet.keyed import KeyedController
+from raybus_sim.controllers.keyed import KeyedController
 
 MANAGED_BY = "endpointslice-controller.k8s.io"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from raybus_sim.apiserver.defaults import now_rfc3339
 from raybus_sim.apiserver.store import Event, Store
-from raybus_sim.kubelet.keyed import KeyedController
+from raybus_sim.controllers.keyed import KeyedController
 
 
 def _cond(ctype: str, reason: str, message: str) -> dict[str, Any]:
