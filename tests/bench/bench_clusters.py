@@ -86,7 +86,7 @@ async def floor(kube: KubeClient, total: int, concurrency: int) -> float:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="bench-clusters-"))
-    stack = LocalStack(home=home, replicas=args.replicas, extra_env={
+    stack = LocalStack(home=home, replicas=args.replicas, secure=not args.insecure, extra_env={
         "RAYBUS_KUBE_API_QPS": str(args.qps), "RAYBUS_KUBE_API_BURST": str(args.burst)})
     stack.start()
     try:
@@ -219,6 +219,8 @@ def main() -> None:
     p.add_argument("--clusters", default="100",
                    help="cluster count, or a comma-separated list run one after the other")
     p.add_argument("--workers", type=int, default=10)
+    p.add_argument("--insecure", action="store_true",
+                   help="a bare bus (no TLS, users or ACLs): what securing the bus costs, side by side")
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=32)
     # KubeRay's client limits by default; the floor client has none, so also run with
