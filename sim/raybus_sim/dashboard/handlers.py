@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from raybus_sim.dashboard import texts
-from raybus_sim.dashboard.jobs import SimJob, plan_from_entrypoint
+from raybus_sim.dashboard.jobs import TERMINAL, SimJob, plan_from_entrypoint
 from raybus_sim.dashboard.registry import ClusterState
 from raybus_sim.dashboard.serve import ServeRejected
 
