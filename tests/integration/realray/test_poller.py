@@ -27,6 +27,13 @@ async def test_a_followed_job_end_reaches_the_bus_after_the_tail_closes(
         nats_server: NatsServer, ray_head: RayHead, dashboard: RayDashboardClient, nc: NATS,
         tap: ObservationTap) -> None:
     job_id = f"realray-{uuid.uuid4().hex[:8]}"
+    await dashboard.submit_job(JobSubmitRequest(entrypoint='python -c "import time; time.sleep(15)"',
+                                                submission_id=job_id))
+
+    async def running() -> bool:
+        return (await dashboard.get_job_info(job_id)).status == "RUNNING"
+
+    await until(running, timeout=120, what="the job RUNNING on the head")
     owner = Reconciler(nc)
     await owner.want(jobs=[job_id], follow_jobs=[job_id])
     settings = PollerSettings(
@@ -36,16 +43,13 @@ async def test_a_followed_job_end_reaches_the_bus_after_the_tail_closes(
     poller = DashboardPollerService(settings)
     await poller.start()
     try:
-        await dashboard.submit_job(JobSubmitRequest(
-            entrypoint='python -c "import time; time.sleep(3)"', submission_id=job_id))
-
         async def observed(status: str) -> bool:
             return bool(tap.jobs(job_id)) and tap.jobs(job_id)[-1] == status
 
         async def streaming() -> bool:
             return poller.follower is not None and poller.follower.open_streams == 1
 
-        await until(lambda: observed("RUNNING"), timeout=120, what="RUNNING observed")
+        await until(lambda: observed("RUNNING"), timeout=30, what=f"RUNNING observed (seen {tap.jobs(job_id)})")
         await until(streaming, timeout=30, what="the job's log tail open")
         await until(lambda: observed("SUCCEEDED"), timeout=50, what="SUCCEEDED observed")
         seen_at = time.time()
