@@ -127,6 +127,8 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 def dashboard(ray_head: RayHead, http: httpx.AsyncClient) -> RayDashboardClient:
-    # Reads get 10 s, not KubeRay's 2 s: this head shares 2 cores with the rest of the run.
-    return RayDashboardClient(http, base_url=ray_head.dashboard, timeouts=DashboardTimeouts(read_s=10),
-                              retry_wait_s=0.2)
+    # Reads get 10 s, not KubeRay's 2 s: this head shares 2 cores with the rest of the run. The
+    # first Serve PUT took 11.5 s once and more than 20 s under load (and a PUT whose client gave
+    # up left Serve started but the app never deployed), so writes get 120 s here.
+    return RayDashboardClient(http, base_url=ray_head.dashboard, retry_wait_s=0.2, timeouts=DashboardTimeouts(
+        read_s=10, submit_job_s=60, stop_job_s=60, delete_job_s=60, serve_put_s=120, serve_delete_s=120))

@@ -63,9 +63,9 @@ async def test_serve_deploy_update_failure_shutdown(
     while True:
         answers.append((round(time.monotonic() - started, 1), await _healthz(http, ray_head),
                         await _app_now(dashboard)))
-        if answers[-1][2].startswith(("RUNNING", "DEPLOY_FAILED")) and put.done():
+        if put.done() and (put.exception() is not None or answers[-1][2].startswith(("RUNNING", "DEPLOY_FAILED"))):
             break
-        assert time.monotonic() - started < 180, answers[-5:]
+        assert time.monotonic() - started < 240, answers[-5:]
         await asyncio.sleep(0.3)
     print(f"\nfirst (cold-start) Serve PUT on the real head: {await put:.2f} s")
     changes = [a for i, a in enumerate(answers) if i == 0 or a[1:] != answers[i - 1][1:]]
