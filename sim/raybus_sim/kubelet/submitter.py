@@ -9,7 +9,8 @@ a program: the script runs (`shell.py`) against the simulated dashboards, in pro
 - `ray job submit --address A [--no-wait] [--submission-id ID] [...] -- ENTRYPOINT`: POST /api/jobs/
   (a duplicate id is the dashboard's 500: exit 1); without `--no-wait` it then follows the job;
 - `ray job logs --address A --follow ID`: waits until the job ends;
-- following ends when the job is terminal, with Ray 2.60's exit codes: a waiting `ray job submit`
+- following ends when the head closes the log tail (`log_tail_close_lag_s` after the job's end),
+  with Ray 2.60's exit codes: a waiting `ray job submit`
   exits 1 only when the job FAILED (cli.py `submit`: `if job_status == JobStatus.FAILED:
   sys.exit(1)`), so 0 for SUCCEEDED and STOPPED; `ray job logs --follow` and KubeRay v1.7's
   light-weight `/submitter` (rayjob-submitter.go: exits 1 only on an error) exit 0 for any end;
@@ -291,8 +292,11 @@ class RayJobCli:
             job = state.jobs.find(job_id, self._registry.clock())
             if job is None:
                 return 1
-            status, _ = job.status_at(self._registry.clock())
-            if status in TERMINAL:
+            now = self._registry.clock()
+            status, end = job.status_at(now)
+            # The CLI ends when the head closes the log tail: `log_tail_close_lag_s` after end_time
+            # (what the gateway's stream does too, handlers.py; ~3 s on a real Ray 2.60 head).
+            if status in TERMINAL and now >= (end if end is not None else now) + state.settings.log_tail_close_lag_s:
                 return 1 if exit_1_on_failed and status == "FAILED" else 0
             await asyncio.sleep(FOLLOW_INTERVAL_S)
 

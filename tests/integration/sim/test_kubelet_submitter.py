@@ -23,11 +23,13 @@ NS = "default"
 CLUSTER = "c1"
 ADDRESS = f"{CLUSTER}-head-svc.{NS}.svc.cluster.local:8265"
 JOB_ID = "rj-abcde"
+TAIL_LAG_S = 1.0  # the head closes the log tail this long after the job's end (real Ray: ~3 s)
 
 
 @pytest.fixture
 async def registry(server: RunningApiServer) -> AsyncIterator[DashboardRegistry]:
-    reg = DashboardRegistry(defaults=ClusterSettings(job_pending_s=0.05, job_running_s=0.05))
+    reg = DashboardRegistry(defaults=ClusterSettings(job_pending_s=0.05, job_running_s=0.05,
+                                                     log_tail_close_lag_s=TAIL_LAG_S))
     server.store.listeners.append(HeadDashboardSync(reg))
     server.state.kubelet.programs.attach(reg)
     yield reg
@@ -105,6 +107,8 @@ async def test_k8s_job_mode_submits_once_and_follows_to_the_end(
     assert state is not None
     job = state.jobs.find(JOB_ID, registry.clock())
     assert job is not None and job.status_at(registry.clock())[0] == outcome
+    end = job.status_at(registry.clock())[1]
+    assert end is not None and registry.clock() - end >= TAIL_LAG_S  # `ray job logs --follow` ended with the tail
     assert job.entrypoint == entrypoint.replace("'", '"')  # the CLI re-quotes the words (list2cmdline)
     # Ray 2.60's `ray job logs --follow` exits 0 whatever the job's end (cli.py `logs` never calls
     # sys.exit), so even a FAILED Ray job leaves one Succeeded submitter pod: the RayJob learns
