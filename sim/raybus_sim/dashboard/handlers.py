@@ -324,7 +324,10 @@ def proxy(state: ClusterState, *, tail: str, now: float) -> web.Response | None:
     if prefix is None:
         return text(404, f"Path '{path}' not found.")
     app = serve.apps[routes[prefix]]
-    if serve.app_status(app, now) == "DEPLOY_FAILED" and not app.served_before:
+    # A failed first deploy has no replicas; an update whose constructor raises ends with none either
+    # (real Ray 2.60: "failed to start 3 times in a row during a rolling update", then this 503,
+    # tests/integration/realray); only an update that failed at import keeps the old replicas.
+    if serve.app_status(app, now) == "DEPLOY_FAILED" and (not app.served_before or app.fail == "ctor"):
         dep = app.deployment_names()[0]
         return text(
             503, f"Deployment(name='{dep}', app='{app.name}') is unavailable because it failed to deploy."
