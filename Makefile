@@ -53,7 +53,7 @@ test-unit: venv
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
 test-integration: venv envtest
-	$(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
+	$(BIN)/pytest -q tests/integration --ignore=tests/integration/realray $(PYTEST_ARGS)
 
 run: venv
 	$(BIN)/raybus up --demo
