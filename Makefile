@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest test test-unit test-integration lint run bench crds lock clean images compose-test
+.PHONY: venv envtest test test-unit test-integration test-realray rayvenv lint run bench crds lock clean images compose-test
 
 venv: $(STAMP)
 
@@ -27,14 +27,33 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/mypy shared/raybus
 
-test: venv envtest lint
-	$(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+test: venv envtest lint rayvenv
+	$(BIN)/pytest -q -p no:cacheprovider --ignore=tests/integration/realray $(PYTEST_ARGS)
+	$(MAKE) test-realray
+
+# Ray itself for the tests against a real head (tests/integration/realray), in its own venv: Ray
+# pins its own grpcio/protobuf/aiohttp, which must not move the project's pins.
+RAYVENV     ?= .rayvenv
+RAY_VERSION := 2.60.0
+rayvenv: $(RAYVENV)/.installed
+
+$(RAYVENV)/.installed:
+	$(PYTHON) -m venv $(RAYVENV)
+	$(RAYVENV)/bin/pip install -q 'ray[default,serve]==$(RAY_VERSION)'
+	touch $@
+
+# One Ray head per run, inside a network namespace that has only `lo` (Ray binds its client
+# server and internal ports to the machine's address even with --node-ip-address 127.0.0.1) and
+# its own PID namespace (so `ray stop` and the namespace's end touch only this run's Ray
+# processes). Needs root (or user namespaces); the tests fail, never skip, outside the namespace.
+test-realray: venv rayvenv
+	unshare --net --pid --fork --mount-proc sh -c 'ip link set lo up && RAYBUS_REALRAY_NS=1 $(BIN)/pytest -q -p no:cacheprovider tests/integration/realray $(REALRAY_ARGS)'
 
 test-unit: venv
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
 test-integration: venv envtest
-	$(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
+	$(BIN)/pytest -q tests/integration --ignore=tests/integration/realray $(PYTEST_ARGS)
 
 run: venv
 	$(BIN)/raybus up --demo
@@ -63,4 +82,4 @@ compose-test: venv
 	$(BIN)/python -m tests.compose_test $(COMPOSE_TEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .raybus .envtest
+	rm -rf $(VENV) .raybus .envtest $(RAYVENV)

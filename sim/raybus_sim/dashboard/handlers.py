@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from raybus_sim.dashboard import texts
-from raybus_sim.dashboard.jobs import SimJob, plan_from_entrypoint
+from raybus_sim.dashboard.jobs import TERMINAL, SimJob, plan_from_entrypoint
 from raybus_sim.dashboard.registry import ClusterState
 from raybus_sim.dashboard.serve import ServeRejected
 
@@ -157,7 +157,8 @@ async def tail_job_logs(call: Call) -> web.StreamResponse:
     --follow` and a waiting `ray job submit` hold open): plain 404 for an unknown job, 400 for a
     DRIVER job; else a WebSocket that sends the log text as it grows and that the head closes
     (close frame, 1000) once the job is terminal, looked at every `log_tail_interval_s`
-    (JobManager.LOG_TAIL_SLEEP_S). A deleted job ends it the same way (the head relays its agent's
+    (JobManager.LOG_TAIL_SLEEP_S), `log_tail_close_lag_s` after the job's end_time (the real
+    head's lag). A deleted job ends it the same way (the head relays its agent's
     end as a close). The head going down or restarting drops the connection with no close frame.
     Not modelled: real Ray drops the connection when a job ends before its supervisor started."""
     state, job_id = call.state, call.job_id
@@ -193,11 +194,16 @@ async def _tail(call: Call, ws: web.WebSocketResponse, job_id: str) -> web.WebSo
         if len(logs) > len(sent) and logs.startswith(sent):
             await ws.send_str(logs[len(sent):])
             sent = logs
-        if current.is_terminal(now):
-            await ws.close()
-            return ws
+        wait = state.settings.log_tail_interval_s
+        status, end = current.status_at(now)
+        if status in TERMINAL:
+            close_at = (end if end is not None else now) + state.settings.log_tail_close_lag_s
+            if now >= close_at:
+                await ws.close()
+                return ws
+            wait = min(wait, close_at - now)
         try:
-            msg = await ws.receive(timeout=state.settings.log_tail_interval_s)
+            msg = await ws.receive(timeout=wait)
         except TimeoutError:
             continue
         if msg.type in TAIL_CLOSED:  # the client went away
@@ -318,7 +324,10 @@ def proxy(state: ClusterState, *, tail: str, now: float) -> web.Response | None:
     if prefix is None:
         return text(404, f"Path '{path}' not found.")
     app = serve.apps[routes[prefix]]
-    if serve.app_status(app, now) == "DEPLOY_FAILED" and not app.served_before:
+    # A failed first deploy has no replicas; an update whose constructor raises ends with none either
+    # (real Ray 2.60: "failed to start 3 times in a row during a rolling update", then this 503,
+    # tests/integration/realray); only an update that failed at import keeps the old replicas.
+    if serve.app_status(app, now) == "DEPLOY_FAILED" and (not app.served_before or app.fail == "ctor"):
         dep = app.deployment_names()[0]
         return text(
             503, f"Deployment(name='{dep}', app='{app.name}') is unavailable because it failed to deploy."

@@ -58,6 +58,12 @@ class ClusterSettings:
     # log lines / a terminal status every LOG_TAIL_SLEEP_S = 1 s, so the stream closes up to 1 s
     # after the job ends.
     log_tail_interval_s: float = 1.0
+    # ... and closes it only this long after the job's end_time: on a real Ray 2.60 head on
+    # loopback the close came 2.9-3.9 s after end_time (the supervisor writes end_time, the agent's
+    # tail sees the terminal status on its next 1 s look, reads to EOF once more after another 1 s,
+    # and the head relays the close; tests/integration/realray measure it). A client that waits for
+    # the close to learn a job's end learns it this late.
+    log_tail_close_lag_s: float = 3.0
     # Top-level modules a head can import (imports.py); anything else ends DEPLOY_FAILED with
     # ModuleNotFoundError. ["*"]: everything imports.
     importable_modules: list[str] = field(default_factory=lambda: sorted(DEFAULT_IMPORTABLE_MODULES))

@@ -9,7 +9,12 @@ a program: the script runs (`shell.py`) against the simulated dashboards, in pro
 - `ray job submit --address A [--no-wait] [--submission-id ID] [...] -- ENTRYPOINT`: POST /api/jobs/
   (a duplicate id is the dashboard's 500: exit 1); without `--no-wait` it then follows the job;
 - `ray job logs --address A --follow ID`: waits until the job ends;
-- following ends with 0 when the job SUCCEEDED, 1 otherwise (FAILED, STOPPED, not found, head gone);
+- following ends when the head closes the log tail (`log_tail_close_lag_s` after the job's end),
+  with Ray 2.60's exit codes: a waiting `ray job submit`
+  exits 1 only when the job FAILED (cli.py `submit`: `if job_status == JobStatus.FAILED:
+  sys.exit(1)`), so 0 for SUCCEEDED and STOPPED; `ray job logs --follow` and KubeRay v1.7's
+  light-weight `/submitter` (rayjob-submitter.go: exits 1 only on an error) exit 0 for any end;
+  all exit 1 when the job is not found or the head goes away (the stream breaks);
 - `wget .../api/gcs_healthz` and KubeRay v1.7's `python -c "...urlopen('<url>/api/gcs_healthz'...)"`
   (the GCS health wait before submitting) succeed once the head's dashboard is up.
 
@@ -243,7 +248,7 @@ class RayJobCli:
             if "--follow" not in flags and "-f" not in flags:
                 state = self._head(address, "GET /api/jobs/{id}/logs")
                 return 0 if state is not None and state.jobs.find(job_id, self._registry.clock()) else 1
-            return await self._follow(address, job_id)
+            return await self._follow(address, job_id, exit_1_on_failed=False)
         return 0  # stop, delete, list: not used by KubeRay's submitter
 
     async def _submit(self, address: str, options: dict[str, str], flags: set[str], entrypoint: str) -> int:
@@ -269,10 +274,12 @@ class RayJobCli:
         job_id = json.loads(response.text or "{}").get("submission_id", "")
         if "--no-wait" in flags:
             return 0
-        return await self._follow(address, job_id)
+        return await self._follow(address, job_id, exit_1_on_failed=True)
 
-    async def _follow(self, address: str, job_id: str) -> int:
-        """`ray job logs --follow` (and a waiting `ray job submit`): tail until the job ends."""
+    async def _follow(self, address: str, job_id: str, *, exit_1_on_failed: bool) -> int:
+        """`ray job logs --follow` (and a waiting `ray job submit`): tail until the job ends.
+        `exit_1_on_failed`: the waiting `ray job submit`'s exit code (1 only for FAILED); the
+        others exit 0 whatever the job's end."""
         first = self._head(address, "GET /api/jobs/{id}/logs/tail")
         if first is None:
             return 1
@@ -285,9 +292,12 @@ class RayJobCli:
             job = state.jobs.find(job_id, self._registry.clock())
             if job is None:
                 return 1
-            status, _ = job.status_at(self._registry.clock())
-            if status in TERMINAL:
-                return 0 if status == "SUCCEEDED" else 1
+            now = self._registry.clock()
+            status, end = job.status_at(now)
+            # The CLI ends when the head closes the log tail: `log_tail_close_lag_s` after end_time
+            # (what the gateway's stream does too, handlers.py; ~3 s on a real Ray 2.60 head).
+            if status in TERMINAL and now >= (end if end is not None else now) + state.settings.log_tail_close_lag_s:
+                return 1 if exit_1_on_failed and status == "FAILED" else 0
             await asyncio.sleep(FOLLOW_INTERVAL_S)
 
     async def light_weight_submitter(self, args: list[str]) -> int:
@@ -304,7 +314,7 @@ class RayJobCli:
             code = await self._submit(address, options, {*flags, "--no-wait"}, entrypoint or list2cmdline(positional))
             if code:
                 return code
-        return await self._follow(address, job_id)
+        return await self._follow(address, job_id, exit_1_on_failed=False)
 
 
 _FLAGS = frozenset({"--no-wait", "--follow", "-f"})

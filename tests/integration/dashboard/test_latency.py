@@ -135,6 +135,20 @@ async def test_broken_update_keeps_the_old_replicas_serving(sim: Sim) -> None:
     assert await proxy.is_healthy()
 
 
+async def test_an_update_whose_constructor_fails_stops_serving(sim: Sim) -> None:
+    """Real Ray 2.60 (tests/integration/realray): the rolling update gives up after 3 failed
+    starts, DEPLOY_FAILED, and the proxy answers 503 for the app; its health stays `success`."""
+    client, proxy = sim.client(), sim.proxy()
+    await client.update_deployments({"applications": [app("a1", "hello:app")]})
+    await until(lambda: _is(sim, "a1", "RUNNING"))
+    assert (await sim.http.get(f"{proxy.base_url}/")).status_code == 200
+    await client.update_deployments({"applications": [app("a1", "hello:broken_app")]})
+    await until(lambda: _is(sim, "a1", "DEPLOY_FAILED"))
+    response = await sim.http.get(f"{proxy.base_url}/")
+    assert response.status_code == 503 and "is unavailable because it failed to deploy" in response.text
+    assert await proxy.is_healthy()
+
+
 async def test_fresh_serve_with_only_an_import_failure_has_no_route_table(sim: Sim) -> None:
     client, proxy = sim.client(), sim.proxy()
     await client.update_deployments({"applications": [app("bad", "no_such_module_cmp:app")]})

@@ -60,6 +60,22 @@ async def test_the_head_closes_the_stream_when_the_job_ends(sim: Sim, session: a
     assert counts[TAIL] == 1 and counts["total"] == 2  # one request for the whole stream (+ the POST)
 
 
+async def test_the_stream_closes_as_late_after_the_end_as_on_a_real_head(
+        sim: Sim, session: aiohttp.ClientSession) -> None:
+    """A real Ray 2.60 head closes the tail 2.9-3.9 s after the job's end_time
+    (tests/integration/realray measure it); the simulator waits `log_tail_close_lag_s`."""
+    await sim.control("PUT", f"{BASE}/settings", {"log_tail_interval_s": 0.1, "log_tail_close_lag_s": 1.5})
+    await _submit(sim, "j")
+    tail = await open_log_tail(session, base_url=_base(sim), job_id="j")
+    await sim.control("PUT", f"{BASE}/jobs/j/plan", {"finish_now": True})
+    finished = time.monotonic()
+    end = await tail.wait_closed()
+    assert end.clean and end.code == 1000
+    assert 1.4 <= time.monotonic() - finished < 3.0
+    info = await sim.client().get_job_info("j")
+    assert info.status == "SUCCEEDED" and info.end_time is not None  # readable before the close
+
+
 @pytest.mark.parametrize("how", ["stop", "already_terminal"])
 async def test_stopped_and_already_terminal_jobs_close_cleanly(sim: Sim, session: aiohttp.ClientSession,
                                                                how: str) -> None:

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 
+import httpx
 import pytest
 
 from raybus.cli.stack import LocalStack
@@ -110,6 +111,23 @@ async def test_submission_mode_succeeds_and_a_failing_entrypoint_is_app_failed(j
             assert head["spec"]["restartPolicy"] == "Never"
             side = next(c for c in head["status"]["containerStatuses"] if c["name"] == "ray-job-submitter")
             assert side["state"]["terminated"]["exitCode"] == (0 if name == ok else 1)
+
+
+async def test_a_stopped_ray_job_ends_complete_stopped_in_k8s_job_mode(jobs: Jobs) -> None:
+    """`ray job stop` on the head (the user's, not KubeRay's): Ray 2.60's `ray job logs --follow`
+    exits 0 for a STOPPED job, so the submitter Job completes and KubeRay v1.7 ends the RayJob
+    Complete/STOPPED (IsJobTerminal and the submitter finished), not Failed/SubmissionFailed."""
+    name = await jobs.apply(rayjob_doc(name="e2e-k8s-stopped", submissionMode="K8sJobMode", entrypoint="sleep 120"))
+    st = status(await jobs.wait_status(name, "Running", "RUNNING"))
+    async with httpx.AsyncClient() as http:
+        r = await http.post(f"{jobs.kube.stack.dashboard_url}/{NS}/{st['rayClusterName']}/api/jobs/{st['jobId']}/stop")
+        assert r.status_code == 200 and r.json() == {"stopped": True}, r.text
+    done = status(await jobs.wait_status(name, "Complete", "STOPPED"))
+    assert not done.get("reason") and done.get("failed", 0) == 0 and done.get("succeeded", 0) == 0, done
+    submitter = await jobs.submitter(name)
+    assert submitter is not None
+    assert any(c["type"] == "Complete" and c["status"] == "True" for c in submitter["status"]["conditions"])
+    assert submitter["status"].get("failed", 0) == 0  # one pod, exit 0: no retry
 
 
 async def test_interactive_mode_waits_for_the_users_job_id(jobs: Jobs) -> None:
