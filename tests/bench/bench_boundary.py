@@ -33,6 +33,7 @@ from raybus.bus.streams import ensure_streams
 from raybus.decisions.commands import CreateObject
 from raybus.testing.servers import free_port, start_nats
 from raybus_sim.apiserver import DEFAULT_CRD_DIR
+from tests.bench import machine
 from tests.integration.boundary.conftest import RAY_KINDS, _minimal_crd
 from watcher.app import Watcher, WatcherSettings
 
@@ -162,6 +163,7 @@ async def bench(pods: int, concurrency: int) -> None:
         pub_floor = await raw_publishes(nats_server.url, 2 * pods)
         list_rate, live_rate = await watcher_rates(nats_server.url, kubeconfig, existing=2 * pods + limited_n,
                                                    live=pods)
+        print(machine())
         print(f"pods={pods} concurrency={concurrency} (API server and nats-server are separate processes)")
         print(f"  raw kubernetes-asyncio create_namespaced_pod  {floor:8.0f} pods/s   (floor)")
         print(f"  executor, limiter off                         {fast:8.0f} pods/s   ({fast / floor:.0%} of floor)")

@@ -23,7 +23,7 @@ from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime
 from raybus.testing.servers import start_nats
-from tests.bench import pct
+from tests.bench import machine, pct
 from tests.integration.bus.helpers import publish_version
 
 
@@ -89,6 +89,7 @@ async def bench(samples: int) -> None:
             await js.publish(f"floor.{i}", b"x")
             floor.append(await got.get() - t0)
         await nc.close()
+        print(machine())
         print(f"samples={samples}")
         print(_line("raybus publish(object+trigger) -> reconcile start, debounce off: ", hop))
         print(_line("the same with the default 0.1 s trigger debounce:             ", debounced))

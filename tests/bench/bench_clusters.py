@@ -29,6 +29,8 @@ import yaml
 
 from raybus.adapters.kube import KubeClient, new_api_client, resource_for
 from raybus.cli.stack import LocalStack
+from tests.bench import machine
+from tests.bench.profile import Profiler
 
 SAMPLE = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy/samples/ray-cluster.sample.yaml").read_text())
 RC = resource_for("ray.io/v1", "RayCluster")
@@ -88,7 +90,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="bench-clusters-"))
     stack = LocalStack(home=home, replicas=args.replicas, secure=not args.insecure, extra_env={
         "RAYBUS_KUBE_API_QPS": str(args.qps), "RAYBUS_KUBE_API_BURST": str(args.burst)})
-    stack.start()
+    await asyncio.to_thread(stack.start)  # start() runs its own event loop (declare_bus)
     try:
         kube = KubeClient(await new_api_client(str(stack.kubeconfig)))
         for ns in ("floor", "bench"):
@@ -116,6 +118,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 failed += 0 if r.get("ok") else 1
 
         await nc.subscribe("raybus.outcome.cluster.>", cb=on_outcome)
+        profiler = Profiler(Path(args.profile) / str(args.clusters), {
+            n: pid for n, pid in pids.items() if n not in ("kube-sim", "nats-server", "redis-server")
+        }) if args.profile else None
         t0 = time.perf_counter()
         counter = asyncio.create_task(_count_pods(kube, "bench", total, t0))
         await asyncio.gather(*(kube.create(RC, _cluster(f"bench-{i}", args.workers), namespace="bench")
@@ -131,6 +136,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         ready_s = await all_ready()
         cpu = {n: _cpu_seconds(pid) - cpu_before[n] for n, pid in pids.items()}
+        if profiler is not None:
+            profiler.stop()
+            profiler.report()
         js = nc.jetstream()
         while sum([(await js.stream_info(st)).state.messages
                    for st in ("RAYBUS_COMMANDS", "RAYBUS_STATUS")]):
@@ -138,6 +146,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await nc.close()
         await kube.close()
         writes = sum(ops.values())
+        print(machine())
         print(f"clusters={args.clusters} workers/cluster={args.workers} pods={total} "
               f"reconciler replicas={args.replicas} executor qps/burst={args.qps:g}/{args.burst}")
         print(f"floor: {total} pod creates, one kubernetes-asyncio client "
@@ -164,6 +173,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"results by op:code = {dict(sorted(codes.items()))}")
         print("CPU seconds from apply to all-ready: " + ", ".join(
             f"{n}={v:.2f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1])))
+        print("CPU-ms per pod by process: " + ", ".join(
+            f"{n}={1000 * v / total:.1f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1])))
         reconciles, reconcile_s = _scrape(stack, "cluster")
         if reconciles:
             print(f"cluster-reconciler: {reconciles / args.clusters:.1f} reconciles per cluster, "
@@ -201,7 +212,8 @@ def _scrape(stack: LocalStack, controller: str) -> tuple[float, float]:
 
 def _summary(rows: list[dict[str, Any]]) -> None:
     """The cost curve, one line per size (issue: visible for 100, 300 and 1,000 clusters)."""
-    print("\nclusters  pods   pods-exist  ready   limiter-bound  pods/bound  ready/(bound+status)  "
+    print("\n" + machine())
+    print("clusters  pods   pods-exist  ready   limiter-bound  pods/bound  ready/(bound+status)  "
           "creates/cl  deletes/cl  status/cl  reconciles/cl  raybus-CPU-ms/pod  RSS-KiB/pod(raybus)")
     for r in rows:
         raybus_rss = sum(v for n, v in r["rss"].items() if n not in ("kube-sim", "nats-server", "redis-server"))
@@ -212,6 +224,14 @@ def _summary(rows: list[dict[str, Any]]) -> None:
               f"{r['ops'].get('create', 0):>10.2f}  {r['ops'].get('delete', 0):>10.2f}  "
               f"{r['ops'].get('update_status', 0):>9.2f}  {r['reconciles_per_cluster']:>13.1f}  "
               f"{r['raybus_cpu_ms_per_pod']:>17.1f}  {1024 * raybus_rss / r['pods']:>19.1f}")
+    # One row per process, one column per size: where the CPU goes, comparable across runs.
+    names = sorted({n for r in rows for n in r["cpu"]},
+                   key=lambda n: (n in ("kube-sim", "nats-server", "redis-server"), n))
+    print("\nCPU-ms per pod, apply to all-ready (raybus processes first, then the simulator and servers)")
+    print(f"{'process':<24}" + "".join(f"{r['clusters']:>10}" for r in rows))
+    for n in names:
+        print(f"{n:<24}" + "".join(f"{1000 * r['cpu'].get(n, 0.0) / r['pods']:>10.1f}" for r in rows))
+    print(f"{'raybus total':<24}" + "".join(f"{r['raybus_cpu_ms_per_pod']:>10.1f}" for r in rows))
 
 
 def main() -> None:
@@ -227,6 +247,8 @@ def main() -> None:
     # --qps 100000 --burst 100000 to compare the architectures rather than the limiter.
     p.add_argument("--qps", type=float, default=100.0)
     p.add_argument("--burst", type=int, default=200)
+    p.add_argument("--profile", default="",
+                   help="directory: py-spy every raybus process from apply to ready, print the top functions")
     args = p.parse_args()
     rows = []
     for count in [int(c) for c in str(args.clusters).split(",")]:

@@ -39,7 +39,7 @@ import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
 from raybus.cli.stack import LocalStack
-from tests.bench import pct
+from tests.bench import machine, pct
 
 Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
@@ -242,7 +242,7 @@ class Bench:
 
 async def run(args: argparse.Namespace) -> None:
     stack = LocalStack(home=Path(tempfile.mkdtemp(prefix="bench-dashboard-")))
-    stack.start()
+    await asyncio.to_thread(stack.start)  # start() runs its own event loop (declare_bus)
     kube = KubeClient(await new_api_client(str(stack.kubeconfig)))
     log = StatusLog(kube)
     try:
@@ -266,6 +266,7 @@ async def run(args: argparse.Namespace) -> None:
             spent = await bench.raybus_requests() - before
             ours = sum(spent.values()) / minutes
             kuberay = args.jobs * 20 + args.services * 30 * 2
+            print(machine())
             print(f"dashboard requests/min over {args.window:.0f}s: raybus={ours:.0f}  KubeRay cadence={kuberay}  "
                   f"-> {kuberay / max(ours, 1e-9):.1f}x fewer (goal >= 10x)")
             print("  by endpoint/min: " + ", ".join(f"{k} {v / minutes:.1f}" for k, v in sorted(spent.items())))

@@ -48,6 +48,7 @@ class ClusterReconciler:
         self._operator = operator
         self._inflight = InFlightWrites(differs=inconsistent_status)
         self._memo: dict[ObjectKey, tuple[int, ScaleExpectations]] = {}
+        self._parsed: dict[ObjectKey, tuple[dict[str, Any], RayCluster]] = {}
         self._epoch: Callable[[ObjectKey], int] = lambda key: -1  # bound by the app
         ctx.outcomes.hooks.append(self._settle)
 
@@ -97,13 +98,21 @@ class ClusterReconciler:
             # RayClusterScaleExpectation.Delete on NotFound: nothing left to expect.
             await store.delete(EXPECTATIONS, namespace=key.namespace, name=key.name)
             self._memo.pop(key, None)
+            self._parsed.pop(key, None)
             self._ctx.outcomes.forget(key)
             self._inflight.forget(key)
             return Result()
-        try:
-            cluster = RayCluster.model_validate(raw)
-        except ValidationError as exc:
-            return await self._unparseable(key, raw, exc)
+        parsed = self._parsed.get(key)
+        if parsed is not None and parsed[0] is raw:
+            cluster = parsed[1]  # the same watch event as last time: parse it once
+        else:
+            try:
+                cluster = RayCluster.model_validate(raw)
+            except ValidationError as exc:
+                return await self._unparseable(key, raw, exc)
+            # The cache replaces the dict on every event (never mutates it), so identity is
+            # exact; the decisions only copy the model, so it may be reused as is.
+            self._parsed[key] = (raw, cluster)
         expectations = await self._load_expectations(key)
         batch_id = uuid.uuid4().hex
         batches = await self._ctx.batches.states(expectations.batches())

@@ -88,6 +88,8 @@ class Watcher:
         # Slices seen before their Service, replayed when the Service becomes known.
         self._orphan_slices: dict[tuple[str, str], dict[str, Json]] = defaultdict(dict)
         self.published = 0
+        # Trigger publishes still waiting for their JetStream acks (see _publish).
+        self._triggering: set[asyncio.Task[None]] = set()
 
     @property
     def nc(self) -> NATS:
@@ -174,6 +176,8 @@ class Watcher:
             self._discovery = None
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
+        if self._triggering:  # let the last triggers reach the stream before the connection goes
+            await asyncio.wait(set(self._triggering), timeout=5.0)
         if self._kube is not None:
             await self._kube.close()
         if self._nc is not None:
@@ -294,14 +298,46 @@ class Watcher:
         # The trace starts here: every reconcile and API write this change causes joins it.
         with tracer.start_as_current_span("watch-event", attributes={"raybus.cause": cause}):
             seq = await publish_object(js, event, msg_id=msg_id(kind, obj, event_type=etype))
-            await asyncio.gather(*(
+            if targets:
+                # The triggers' acks are not waited for here: the next event's object publish
+                # goes out meanwhile (one flush, one round trip for both), instead of one round
+                # trip per message. Each trigger still carries `seq`, so the order in which they
+                # land does not matter; a failed one is retried (_trigger), and at most
+                # MAX_TRIGGERING are in flight.
+                task = asyncio.create_task(self._trigger(js, targets, cause=cause, seq=seq,
+                                                         kind=kind, scope=scope))
+                self._triggering.add(task)
+                task.add_done_callback(self._triggering.discard)
+                if len(self._triggering) >= MAX_TRIGGERING:
+                    await asyncio.wait(set(self._triggering), return_when=asyncio.FIRST_COMPLETED)
+        self.published += 1
+        MESSAGES.labels(SERVICE, kind.value, etype.lower()).inc()
+
+
+    async def _trigger(self, js: Any, targets: tuple[Route, ...], *, cause: str, seq: int,
+                       kind: s.Kind, scope: str) -> None:
+        pending = list(targets)
+        delay = 0.1
+        while pending:
+            results = await asyncio.gather(*(
                 publish_trigger(js, controller=r.controller, key=ObjectKey(namespace=r.namespace, name=r.name),
                                 kind=r.kind.value, cause=cause, objects_seq=seq,
                                 cause_kind=kind.value, cause_scope=scope,
                                 partitions=self.settings.partitions)
-                for r in targets))
-        self.published += 1
-        MESSAGES.labels(SERVICE, kind.value, etype.lower()).inc()
+                for r in pending), return_exceptions=True)
+            failed = [r for r, res in zip(pending, results, strict=True) if isinstance(res, BaseException)]
+            if not failed:
+                return
+            # A trigger must not be lost (the object's stream copy does not wake anyone): retry
+            # as an event's failed publish would have been retried by its informer.
+            log.warning("trigger publish failed; retrying", extra={"cause": cause, "targets": len(failed),
+                                                                   "error": str(next(x for x in results if isinstance(x, BaseException)))})
+            pending = failed
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+MAX_TRIGGERING = 256
 
 
 def create_app(settings: CommonSettings) -> Watcher:

@@ -48,9 +48,12 @@ from raybus.decisions.cluster.pod_template import (
 from raybus.decisions.cluster.replicas import worker_group_desired_pods
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import Command, PatchObject
+from raybus.decisions.memo import LastPerObject
 
 # utils.DisableProvisionedHeadRestartAnnotationKey
 DISABLE_PROVISIONED_HEAD_RESTART = "ray.io/disable-provisioned-head-restart"
+# The spec hash of each RayCluster, while its defaulted spec is the same object (decisions/memo.py).
+_HASHES: LastPerObject[str] = LastPerObject()
 
 
 @dataclass(frozen=True)
@@ -375,7 +378,8 @@ def reconcile_pods(
 
 def _reconcile_pods(plan: PodPlan) -> ReconcileError | None:
     cluster = plan.cluster
-    cluster_hash = generate_hash_without_replicas_and_workers_to_delete(cluster.spec)
+    cluster_hash = _HASHES.get((plan.namespace, cluster.name), (cluster.spec,),
+                               lambda: generate_hash_without_replicas_and_workers_to_delete(cluster.spec))
     stop = _suspend_stop(cluster, plan.settings)
     if stop == "delete":
         deleted = plan.delete_all(

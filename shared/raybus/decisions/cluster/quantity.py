@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, localcontext
 from enum import StrEnum
+from functools import lru_cache
 
 
 class QuantityFormat(StrEnum):
@@ -59,10 +60,19 @@ def parse_quantity(raw: str | float) -> Quantity:
         raise QuantityError(f"invalid quantity {raw!r}")
     if isinstance(raw, int | float):
         return Quantity(Decimal(str(raw)), QuantityFormat.DECIMAL_SI)
-    text = raw.strip()
+    try:
+        return _parse_text(raw.strip())
+    except QuantityError:
+        raise QuantityError(f"invalid quantity {raw!r}") from None
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Quantity:
+    # Memoised: every reconcile sums the same few request strings ("1", "2Gi") for every Pod, and
+    # Quantity is frozen. An invalid text raises each time (exceptions are not cached).
     match = _RE.match(text)
     if not match:
-        raise QuantityError(f"invalid quantity {raw!r}")
+        raise QuantityError(f"invalid quantity {text!r}")
     number, exponent, suffix = match.groups()
     with localcontext() as ctx:
         ctx.prec = 60

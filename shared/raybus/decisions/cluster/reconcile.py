@@ -52,6 +52,10 @@ from raybus.decisions.cluster.redis_cleanup import reconcile_redis_cleanup
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.cluster.status import StatusError, calculate_status, inconsistent_status
 from raybus.decisions.commands import Command, CreateObject, PatchObject, RecordEvent, UpdateStatus
+from raybus.decisions.memo import LastPerObject
+
+_DEFAULTED: LastPerObject[RayCluster] = LastPerObject()
+_VALIDATED: LastPerObject[tuple[list[Command], bool]] = LastPerObject()
 
 # raycluster_controller.go DefaultRequeueDuration
 DEFAULT_REQUEUE_SECONDS = 2.0
@@ -229,9 +233,12 @@ def reconcile_cluster(
             expectations=snapshot.expectations,
             reasons=[f"Skipping RayCluster managed by a custom controller: {manager}"],
         )
-    cluster = with_defaults(raw)
+    # Memoised per RayCluster (decisions/memo.py): same parsed object, same defaults and verdict.
+    name = (raw.namespace, raw.name)
+    cluster = _DEFAULTED.get(name, (raw,), lambda: with_defaults(raw))
 
-    events, requeue_invalid = _validation_events(cluster, settings)
+    events, requeue_invalid = _VALIDATED.get(name, (cluster, settings),
+                                             lambda: _validation_events(cluster, settings))
     if events:
         return ClusterDecision(
             commands=events,
