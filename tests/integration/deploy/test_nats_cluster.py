@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import ssl
 import subprocess
 import time
@@ -67,14 +68,14 @@ def local_conf(text: str, i: int, client: int, monitor: int, routes: list[int], 
 def cluster(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int, int]]]:
     """nats-0..2 started together (podManagementPolicy: Parallel): (process, client, monitor)."""
     text, routes = CONF.read_text(), [free_port() for _ in range(3)]
+    shared = security.generate(tmp_path / "secrets")
     servers = []
     for i in range(3):
         home = tmp_path / f"nats-{i}"
         # As the StatefulSet mounts them: the config at <dir>/config, Secret raybus-bus at
         # <dir>/secrets (the config includes ../secrets/nats-auth.conf, TLS + per-role users).
         (home / "config").mkdir(parents=True)
-        secrets = security.generate(home / "secrets")
-        (secrets / "nats-auth.conf").write_text(security.nats_auth_config(secrets))
+        shutil.copytree(shared, home / "secrets")  # one Secret raybus-bus, mounted by every server
         client, monitor = free_port(), free_port()
         (home / "config" / "nats.conf").write_text(local_conf(text, i, client, monitor, routes, home))
         proc = subprocess.Popen([_binary("nats-server"), "--config", str(home / "config" / "nats.conf")],
@@ -90,10 +91,9 @@ def cluster(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int,
 
 
 def admin_options(urls: list[str], tmp_path: Path) -> dict[str, Any]:
-    """bus-admin of nats-0's secrets: every server was given its own generated set here, and a
-    client trusts and logs in to one set, so connect to nats-0's CA and users only."""
-    home = tmp_path / "nats-0" / "secrets"
-    return {"servers": urls[:1], "user": "bus-admin", "password": security.password(home, "bus-admin"),
+    """bus-admin over TLS, to any of the three servers (they share one CA and user set)."""
+    home = tmp_path / "secrets"
+    return {"servers": urls, "user": "bus-admin", "password": security.password(home, "bus-admin"),
             "tls": ssl.create_default_context(cafile=str(home / "ca.pem"))}
 
 
