@@ -1,0 +1,83 @@
+"""The soak's recorder: a watch of every ray Pod for the whole run (listed first, then watched
+from that resourceVersion, so a Pod created and deleted between two reads is still seen), and the
+invariants that can only be checked from such a recording."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from raybus.adapters.kube import KubeClient, KubeError, resource_for
+
+POD = resource_for("v1", "Pod")
+NS = "default"
+
+
+@dataclass
+class Violation:
+    invariant: str
+    evidence: str
+
+
+@dataclass
+class PodRecorder:
+    client: KubeClient
+    prefix: str
+    # cluster -> live head Pod names (created, not yet deleting); any moment with two is a breach
+    live_heads: dict[str, set[str]] = field(default_factory=dict)
+    created: dict[str, set[str]] = field(default_factory=dict)
+    events: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        items, rv = await self.client.list_all(POD, namespace=NS, label_selector="ray.io/cluster")
+        for item in items:
+            self._record("ADDED", item.get("metadata") or {})
+        self._task = asyncio.create_task(self._run(rv))
+
+    async def _run(self, rv: str) -> None:
+        while True:
+            try:
+                async for event in self.client.watch(POD, resource_version=rv, namespace=NS,
+                                                     label_selector="ray.io/cluster", timeout_s=300):
+                    meta = event.object.get("metadata") or {}
+                    rv = str(meta.get("resourceVersion") or rv)
+                    if event.type != "BOOKMARK":
+                        self._record(event.type, meta)
+            except (KeyError, KubeError, OSError):
+                # The API server was restarted (a fault): resume from the last version seen; a
+                # 410 Gone would need a relist, which the sim's persisted history avoids.
+                await asyncio.sleep(0.2)
+            except Exception:  # noqa: BLE001 - httpx errors while the server is down
+                await asyncio.sleep(0.2)
+
+    def _record(self, kind: str, meta: dict[str, Any]) -> None:
+        labels = meta.get("labels") or {}
+        cluster = labels.get("ray.io/cluster", "")
+        if not cluster.startswith(self.prefix):
+            return
+        self.events += 1
+        name = meta.get("name", "")
+        if kind == "ADDED":
+            self.created.setdefault(cluster, set()).add(name)
+        if labels.get("ray.io/node-type") != "head":
+            return
+        heads = self.live_heads.setdefault(cluster, set())
+        if kind == "DELETED" or meta.get("deletionTimestamp"):
+            heads.discard(name)
+        elif kind in ("ADDED", "MODIFIED"):
+            heads.add(name)
+            if len(heads) > 1:
+                self.violations.append(Violation(
+                    "never two head Pods of one cluster",
+                    f"{time.strftime('%H:%M:%S')} {cluster}: live heads {sorted(heads)}"))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
