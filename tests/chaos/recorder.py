@@ -29,6 +29,7 @@ class PodRecorder:
     # cluster -> live head Pod names (created, not yet deleting); any moment with two is a breach
     live_heads: dict[str, set[str]] = field(default_factory=dict)
     created: dict[str, set[str]] = field(default_factory=dict)
+    heads_created: dict[str, set[str]] = field(default_factory=dict)
     events: int = 0
     violations: list[Violation] = field(default_factory=list)
     _task: asyncio.Task[None] | None = None
@@ -66,6 +67,8 @@ class PodRecorder:
             self.created.setdefault(cluster, set()).add(name)
         if labels.get("ray.io/node-type") != "head":
             return
+        if kind == "ADDED":
+            self.heads_created.setdefault(cluster, set()).add(name)
         heads = self.live_heads.setdefault(cluster, set())
         if kind == "DELETED" or meta.get("deletionTimestamp"):
             heads.discard(name)
@@ -75,6 +78,14 @@ class PodRecorder:
                 self.violations.append(Violation(
                     "never two head Pods of one cluster",
                     f"{time.strftime('%H:%M:%S')} {cluster}: live heads {sorted(heads)}"))
+
+    def duplicate_heads(self) -> list[Violation]:
+        """The soak never deletes a head Pod, and no fault removes one (the simulated kubelet keeps
+        Pods across API server restarts): a second head ever created for one cluster can only be a
+        create applied twice (a batch redelivered past the ledger)."""
+        return [Violation("no batch applied twice (one head Pod ever created per cluster)",
+                          f"{cluster}: {sorted(names)}")
+                for cluster, names in self.heads_created.items() if len(names) > 1]
 
     async def stop(self) -> None:
         if self._task is not None:

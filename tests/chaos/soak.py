@@ -101,11 +101,14 @@ class Soak:
 
     # --- faults -----------------------------------------------------------------------------
     async def injector(self, until: float) -> None:
+        # Every kind once first (in a seeded order), then at random: even a short soak covers all.
+        first = sorted(set(FAULTS))
+        self.rng.shuffle(first)
         while time.monotonic() < until:
             await asyncio.sleep(self.rng.uniform(4.0, 12.0))
             if time.monotonic() >= until:
                 break
-            kind = self.rng.choice(FAULTS)
+            kind = first.pop() if first else self.rng.choice(FAULTS)
             try:
                 detail = await self._fault(kind)
             except Exception as err:  # noqa: BLE001 - a fault that could not be injected is reported
@@ -214,6 +217,7 @@ async def run(args: argparse.Namespace) -> int:
     violations: list[Violation] = []
     soak: Soak | None = None
     recorder: PodRecorder | None = None
+    client: KubeClient | None = None
     try:
         client = KubeClient(await new_api_client(str(stack.kubeconfig)))
         recorder = PodRecorder(KubeClient(await new_api_client(str(stack.kubeconfig))), PREFIX)
@@ -227,11 +231,13 @@ async def run(args: argparse.Namespace) -> int:
         print(f"converged in {time.monotonic() - started:.1f}s after the last fault", flush=True)
         violations += await soak.steady(10.0)
         violations += await soak.streams_empty()
-        violations += recorder.violations
-        await client.close()
+        violations += recorder.violations + recorder.duplicate_heads()
     finally:
         if recorder is not None:
             await recorder.stop()
+            await recorder.client.close()
+        if client is not None:
+            await client.close()
         await asyncio.to_thread(stack.stop)
     left = [p.name for p in stack.procs if p.popen.poll() is None]
     servers = [*(stack.nats.nodes if isinstance(stack.nats, NatsCluster) else [stack.nats]), stack.redis]
