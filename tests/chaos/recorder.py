@@ -31,14 +31,22 @@ class PodRecorder:
     created: dict[str, set[str]] = field(default_factory=dict)
     heads_created: dict[str, set[str]] = field(default_factory=dict)
     events: int = 0
+    watch_breaks: int = 0
     violations: list[Violation] = field(default_factory=list)
     _task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        rv = await self._relist()
+        self._task = asyncio.create_task(self._run(rv))
+
+    async def _relist(self) -> str:
+        """List (at start, and after a watch broke: the API server restarted, or 410 Gone), then
+        watch on from the list's version; the live heads are what the list shows."""
         items, rv = await self.client.list_all(POD, namespace=NS, label_selector="ray.io/cluster")
+        self.live_heads = {}
         for item in items:
             self._record("ADDED", item.get("metadata") or {})
-        self._task = asyncio.create_task(self._run(rv))
+        return str(rv)
 
     async def _run(self, rv: str) -> None:
         while True:
@@ -49,12 +57,20 @@ class PodRecorder:
                     rv = str(meta.get("resourceVersion") or rv)
                     if event.type != "BOOKMARK":
                         self._record(event.type, meta)
-            except (KeyError, KubeError, OSError):
-                # The API server was restarted (a fault): resume from the last version seen; a
-                # 410 Gone would need a relist, which the sim's persisted history avoids.
+                continue  # the server ended this watch (timeout): go on from rv
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the API server is down or restarted (a fault)
+                self.watch_breaks += 1
+            while True:
                 await asyncio.sleep(0.2)
-            except Exception:  # noqa: BLE001 - httpx errors while the server is down
-                await asyncio.sleep(0.2)
+                try:
+                    rv = await self._relist()
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - still down
+                    continue
 
     def _record(self, kind: str, meta: dict[str, Any]) -> None:
         labels = meta.get("labels") or {}

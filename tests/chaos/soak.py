@@ -248,6 +248,7 @@ async def run(args: argparse.Namespace) -> int:
                "faults": len(soak.faults) if soak else 0,
                "fault_kinds": sorted({f.split()[1] for f in soak.faults}) if soak else [],
                "ops": soak.ops if soak else {}, "pod_events": recorder.events if recorder else 0,
+               "watch_relists": recorder.watch_breaks if recorder else 0,
                "violations": [v.__dict__ for v in violations]}
     print(json.dumps(summary, indent=2))
     (home / "soak-result.json").write_text(json.dumps(summary, indent=2))
