@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest test test-unit test-integration test-realray rayvenv lint run bench crds lock clean images compose-test
+.PHONY: venv envtest test test-unit test-integration test-realray rayvenv lint run bench chaos crds lock clean images compose-test
 
 venv: $(STAMP)
 
@@ -60,6 +60,11 @@ run: venv
 
 bench: venv
 	$(BIN)/python -m tests.bench $(BENCH_ARGS)
+
+# Chaos soak (tests/chaos/soak.py): mixed workload + fault injector on a 3-node NATS cluster;
+# exit 0 only when every invariant held. e.g. CHAOS_ARGS="--minutes 20 --seed 7"
+chaos: venv
+	$(BIN)/python -m tests.chaos.soak $(CHAOS_ARGS)
 
 crds: venv
 	$(BIN)/python -m raybus.api.crdgen deploy/crds

@@ -173,10 +173,15 @@ class ClusterReconciler:
         if decision.error is not None:
             log.info("reconcile error", extra={"key": str(key), "error": decision.error})
         if commands:
-            await self._ctx.publish(key=key, kind=s.Kind.RAYCLUSTER, commands=commands,
-                                    reasons=decision.reasons, uid=cluster.metadata.uid,
-                                    resource_version=cluster.metadata.resource_version,
-                                    batch_id=batch_id)
+            try:
+                await self._ctx.publish(key=key, kind=s.Kind.RAYCLUSTER, commands=commands,
+                                        reasons=decision.reasons, uid=cluster.metadata.uid,
+                                        resource_version=cluster.metadata.resource_version,
+                                        batch_id=batch_id)
+            except Exception:
+                # Not (surely) published: the retry (rate limited) must send the status again.
+                self._inflight.status_not_sent(key, s.status_batch_id(batch_id))
+                raise
         published = any(not isinstance(c, UpdateStatus) for c in commands)
         return Result(requeue_after=requeue, error=decision.error is not None, published=published)
 

@@ -33,8 +33,14 @@ def _secret(path: str | None) -> str | None:
     return Path(path).read_text().strip() if path else None
 
 
+def nats_servers(url: str) -> list[str]:
+    """RAYBUS_NATS_URL may name every server of a NATS cluster, comma-separated: the client then
+    connects to any of them and, when that one goes, reconnects to another (nats-py's server pool)."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
 def nats_options(url: str, auth: BusAuth) -> dict[str, Any]:
-    opts: dict[str, Any] = {"servers": [url]}
+    opts: dict[str, Any] = {"servers": nats_servers(url)}
     if auth.nats_user:
         opts["user"] = auth.nats_user
         opts["password"] = _secret(auth.nats_password_file)

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,11 +18,13 @@ from raybus.bus import declare as bus_declare
 from raybus.bus import security
 from raybus.bus.permissions import SERVICE_ROLES, Role
 from raybus.testing.servers import (
+    NatsCluster,
     NatsServer,
     RedisServer,
     die_with_parent,
     free_port,
     start_nats,
+    start_nats_cluster,
     start_redis,
     stop_process,
 )
@@ -63,7 +65,10 @@ class LocalStack:
     replicas: int = 1
     services: list[str] = field(default_factory=lambda: list(SERVICES))
     extra_env: dict[str, str] = field(default_factory=dict)
-    nats: NatsServer | None = None
+    nats: NatsServer | NatsCluster | None = None
+    # 3: a JetStream cluster on loopback with every stream and KV bucket on all nodes
+    # (RAYBUS_STREAM_REPLICAS), as the install runs it; services get every node's address.
+    nats_nodes: int = 1
     redis: RedisServer | None = None
     procs: list[Proc] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -111,10 +116,16 @@ class LocalStack:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
         if self.secure:
             security.generate(self.home / "secrets")
-        self.nats = start_nats(self.home / "nats", secrets=self.secrets)
+        replicas: dict[str, str] = {}
+        if self.nats_nodes > 1:
+            self.nats = start_nats_cluster(self.home / "nats", n=self.nats_nodes, secrets=self.secrets)
+            replicas = {"RAYBUS_STREAM_REPLICAS": str(self.nats_nodes)}
+        else:
+            self.nats = start_nats(self.home / "nats", secrets=self.secrets)
         self.redis = start_redis(self.home / "redis", secrets=self.secrets)
         if self.secure:
-            declare_bus(self.nats.options(Role.BUS_ADMIN.value))
+            with _environ(replicas):  # declare_bus runs here and reads RAYBUS_STREAM_REPLICAS
+                declare_bus(self.nats.options(Role.BUS_ADMIN.value))
         self.api_port, self.dashboard_port = free_port(), free_port()
         self.env = stack_env({
             "RAYBUS_NATS_URL": self.nats.url, "RAYBUS_REDIS_URL": self.redis.url,
@@ -122,6 +133,7 @@ class LocalStack:
             "RAYBUS_DASHBOARD_URL_TEMPLATE": f"{self.dashboard_url}/{{namespace}}/{{cluster}}",
             # the simulated heads' Serve proxies (a real head: http://{pod_ip}:{port})
             "RAYBUS_PROXY_URL_TEMPLATE": f"{self.dashboard_url}/{{namespace}}/{{cluster}}/serve",
+            **replicas,
         }, os.environ, self.extra_env)
         (self.home / "env").write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
         # The watcher and the command-executor run with their ServiceAccounts' tokens, bound to
@@ -228,6 +240,20 @@ class LocalStack:
 def declare_bus(options: dict[str, Any]) -> None:
     """`raybus bus-init` from synchronous code (the stack starts before any event loop runs)."""
     asyncio.run(bus_declare.declare_bus(options))
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def stop_proc(proc: Proc, *, kill: bool = False) -> None:

@@ -130,6 +130,8 @@ class ControllerRuntime:
         changes = await self.leases.tick(releasable=releasable)
         for p in changes.lost:
             await self._drop_partition(p)
+        if changes.acquired:
+            log.info("acquired partition leases", extra={"partitions": sorted(changes.acquired)})
         for p in changes.acquired:
             self._epochs[p] = self._epochs.get(p, 0) + 1
             self._fetchers[p] = asyncio.create_task(self._fetch_loop(p))

@@ -110,6 +110,19 @@ class InFlightWrites:
         self._bases[key] = base_rv
         self._held.discard(key)
 
+    def status_not_sent(self, key: ObjectKey, batch_id: str) -> None:
+        """Undo `mark_status`: the publish of that status write failed (e.g. no JetStream leader
+        during a NATS node's loss), so no Outcome will ever settle it; left marked, every later
+        reconcile would hold the same status back as in flight for max_wait (300 s)."""
+        sent = self._status.get(key)
+        if sent is None or sent[1] != batch_id:
+            return
+        self._status.pop(key, None)
+        self._status_at.pop(key, None)
+        self._status_batches.pop(batch_id, None)
+        self._sent.pop(batch_id, None)
+        self._held.discard(key)
+
     def last_status(self, key: ObjectKey) -> Status | None:
         sent = self._status.get(key)
         return sent[0] if sent is not None else None

@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,6 +175,84 @@ def start_nats(data_dir: Path | None = None, port: int | None = None,
         argv = [_binary("nats-server"), *extra, "-js", "-a", "127.0.0.1", "-p", str(p), "-sd", str(data)]
         return NatsServer(argv=argv, port=p, data_dir=data, secrets=secrets)
     return _start_on_free_port(make, port)
+
+
+@dataclass
+class NatsCluster:
+    """`n` nats-server processes routed to each other on loopback: one JetStream cluster, as the
+    install's StatefulSet runs it (deploy/kustomize/base/nats.conf). Clients get every node's
+    address (`url` is comma-separated) and reconnect to whichever is up."""
+
+    nodes: list[NatsServer]
+    monitor_ports: list[int]
+    secrets: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return ",".join(node.url for node in self.nodes)
+
+    def auth(self, role: str = "bus-admin") -> BusAuth:
+        return self.nodes[0].auth(role)
+
+    def options(self, role: str = "bus-admin") -> dict[str, Any]:
+        return nats_options(self.url, self.auth(role))
+
+    def healthy(self, i: int) -> bool:
+        """NATS's own readiness probe: the server is up and its JetStream is current."""
+        try:
+            url = f"http://127.0.0.1:{self.monitor_ports[i]}/healthz"
+            return int(urllib.request.urlopen(url, timeout=2).status) == 200
+        except (OSError, urllib.error.HTTPError):
+            return False
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not all(self.healthy(i) for i in range(len(self.nodes))):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"NATS cluster not healthy within {timeout}s")
+            time.sleep(0.1)
+
+    def start(self) -> None:
+        for node in self.nodes:  # all before waiting: JetStream needs a quorum to report healthy
+            node.start()
+        self.wait_healthy()
+
+    def stop(self, *, kill: bool = False) -> None:
+        for node in self.nodes:
+            node.stop(kill=kill)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+def start_nats_cluster(home: Path | None = None, n: int = 3, secrets: Path | None = None) -> NatsCluster:
+    """`n` clustered servers, data in <home>/nats-<i>; `secrets` as for `start_nats` (the route
+    port stays plain and loopback-only, as the install keeps routes inside the pod network)."""
+    root = (home or Path(tempfile.mkdtemp(prefix="raybus-natsc-"))).resolve()
+    clients, routes, monitors = ([free_port() for _ in range(n)] for _ in range(3))
+    auth = (secrets.resolve() / "nats-auth.conf").read_text() if secrets is not None else ""
+    nodes = []
+    for i in range(n):
+        data = root / f"nats-{i}"
+        data.mkdir(parents=True, exist_ok=True)
+        conf = data / "nats.conf"
+        route_list = ", ".join(f'"nats://127.0.0.1:{p}"' for p in routes)
+        conf.write_text(
+            f'server_name: "nats-{i}"\nlisten: "127.0.0.1:{clients[i]}"\nhttp: "127.0.0.1:{monitors[i]}"\n'
+            f'jetstream {{ store_dir: "{data}" }}\n'
+            f'cluster {{ name: "raybus", listen: "127.0.0.1:{routes[i]}", routes: [{route_list}] }}\n'
+            + auth)
+        conf.chmod(0o600)
+        nodes.append(NatsServer(argv=[_binary("nats-server"), "-c", str(conf)], port=clients[i],
+                                data_dir=data, secrets=secrets.resolve() if secrets else None))
+    cluster = NatsCluster(nodes=nodes, monitor_ports=monitors, secrets=secrets)
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.stop(kill=True)
+        raise
+    return cluster
 
 
 def start_redis(data_dir: Path | None = None, port: int | None = None,

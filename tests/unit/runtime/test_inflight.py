@@ -135,3 +135,18 @@ def test_prune_is_amortized_while_every_batch_is_fresh() -> None:
         inflight.mark_status(ObjectKey(namespace="ns", name=f"c{i}"), {"state": "ready"}, batch_id=f"b{i}")
         inflight.settle(f"b{i}")
     assert scans <= 3  # 1024 -> 2050 -> 4100: a scan per Outcome would be quadratic
+
+
+def test_status_whose_publish_failed_is_sent_again_at_once() -> None:
+    """A status write whose publish failed (no stream leader while a NATS node was down) gets no
+    Outcome: unmarked, the retry sends it again instead of holding it back for max_wait."""
+    clock = Clock()
+    inflight = InFlightWrites(window_s=10, max_wait_s=300, clock=clock, differs=_differs)
+    status = {"state": "ready", "readyWorkerReplicas": 4}
+    inflight.mark_status(KEY, status, batch_id="s1")
+    assert inflight.status_pending(KEY, status)  # in flight: held back
+    inflight.status_not_sent(KEY, "other")  # another batch's failure changes nothing
+    assert inflight.status_pending(KEY, status)
+    inflight.status_not_sent(KEY, "s1")
+    assert not inflight.status_pending(KEY, status)
+    assert inflight.status_wait(KEY, urgent=False, interval_s=5) == 0.0
