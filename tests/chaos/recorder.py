@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from raybus.adapters.kube import KubeClient, KubeError, resource_for
+from raybus.adapters.kube import KubeClient, resource_for
 
 POD = resource_for("v1", "Pod")
 NS = "default"
