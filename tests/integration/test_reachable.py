@@ -23,6 +23,8 @@ pytestmark = pytest.mark.integration
 
 def test_redact_keeps_no_credentials() -> None:
     assert redact("redis://user:s3cret@redis:6379/0") == "redis://redis:6379"
+    # a NATS cluster's server list (RAYBUS_NATS_URL), each redacted
+    assert redact("tls://a:x@127.0.0.1:4222,tls://127.0.0.1:4223") == "tls://127.0.0.1:4222,tls://127.0.0.1:4223"
     assert redact("nats://tok@nats:4222") == "nats://nats:4222"
 
 

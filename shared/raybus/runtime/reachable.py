@@ -28,7 +28,10 @@ MAX_DELAY_S = 5.0
 
 
 def redact(url: str) -> str:
-    """scheme://host:port of a URL: a Redis or NATS URL may carry a password (never logged)."""
+    """scheme://host:port of a URL: a Redis or NATS URL may carry a password (never logged). A NATS
+    cluster's comma-separated server list is redacted server by server."""
+    if "," in url:
+        return ",".join(redact(one.strip()) for one in url.split(",") if one.strip())
     parts = urlsplit(url)
     host = parts.hostname or ""
     return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}"
