@@ -28,7 +28,7 @@ CHILD = textwrap.dedent("""
                         pass
 
     settings = svc.CommonSettings(service="stop-test", log_level="WARNING")
-    asyncio.run(svc.run_service(settings, App()))
+    asyncio.run(svc.run_service(settings, App(), needs=()))  # no NATS here: start at once
 """)
 
 
