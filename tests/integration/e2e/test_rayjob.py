@@ -84,8 +84,11 @@ async def test_sample_completes_through_its_submitter_job(jobs: Jobs, ledger: tu
     assert await jobs.submissions(cluster_name) == 1
     # KubeRay records its Events on the RayJob (the executor: the batch's primary object).
     for reason in ("CreatedRayCluster", "CreatedRayJobSubmitter", "CreatedService"):
+        # (Events outlive their object: an earlier test's rayjob-sample may have left some, under
+        # its own uid; only this RayJob's count here.)
         involved = {(o["kind"], o["name"], o.get("uid")) for o in
-                    [e["involvedObject"] for e in await jobs.kube.events(name, reason)] if o["kind"] == "RayJob"}
+                    [e["involvedObject"] for e in await jobs.kube.events(name, reason)]
+                    if o["kind"] == "RayJob" and o.get("uid") == uid}
         assert involved == {("RayJob", name, uid)}, reason  # (the RayCluster's own CreatedService is its own)
 
 
