@@ -38,8 +38,9 @@ RAY_VERSION := 2.60.0
 rayvenv: $(RAYVENV)/.installed
 
 $(RAYVENV)/.installed:
-	$(PYTHON) -m venv $(RAYVENV)
-	$(RAYVENV)/bin/pip install -q 'ray[default,serve]==$(RAY_VERSION)'
+	$(PYTHON) -m venv --clear $(RAYVENV)
+	$(RAYVENV)/bin/python -m pip install -q 'ray[default,serve]==$(RAY_VERSION)'
+	$(RAYVENV)/bin/ray --version
 	touch $@
 
 # One Ray head per run, inside a network namespace that has only `lo` (Ray binds its client
