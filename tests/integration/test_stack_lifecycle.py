@@ -169,7 +169,7 @@ def test_make_run_interrupted_during_the_demo_runs_all_samples_again(tmp_path: P
     # reach Complete between the "Running" line and the services' stop, and a RayJob that
     # succeeded is kept. Either way every sample must work on the second run.
     restarted = "RayJob default/rayjob-sample from an earlier run did not finish" in out
-    kept = "demo: RayJob default/rayjob-sample already exists" in out
+    kept = "demo: RayJob default/rayjob-sample from ray-job.sample.yaml already exists" in out
     assert restarted or kept, out
     assert "demo: RayJob default/rayjob-sample completed" in out, out
     assert "demo: RayService default/rayservice-sample is ready" in out, out
