@@ -25,6 +25,7 @@ from raybus.decisions.cluster.rbac import AUTOSCALER_RULES
 from raybus.decisions.commands import Command, CreateObject, ObjectRef, UpdateStatus
 from raybus.observability.metrics import COMMANDS, MESSAGES
 from raybus.testing.servers import NatsServer
+from raybus.testing.streams import stream_messages
 from tests.integration.boundary.conftest import last_msg, sample_raycluster, until
 from tests.integration.boundary.test_watcher import object_event, start_watcher
 
@@ -59,12 +60,8 @@ def rbac(kind: str, uid: str, rules: list[Any]) -> Any:
 
 async def dead_letters(js: JetStreamContext) -> dict[str, Any]:
     """reconcile_id -> DLQ message, for every refused batch so far."""
-    info = await js.stream_info(s.STREAM_DEAD_LETTERS)
-    out = {}
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        msg = await js.get_msg(s.STREAM_DEAD_LETTERS, seq)
-        out[CommandBatch.model_validate_json(msg.data).reconcile_id] = msg
-    return out
+    return {CommandBatch.model_validate_json(msg.data).reconcile_id: msg
+            for msg in await stream_messages(js, s.STREAM_DEAD_LETTERS)}
 
 
 async def outcome(js: JetStreamContext, name: str, reconcile_id: str) -> Outcome:

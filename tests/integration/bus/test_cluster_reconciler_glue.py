@@ -4,7 +4,6 @@ decision (an unparseable spec, expectations saved before publishing, a publish t
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 import nats
 import pytest
 import yaml
-from nats.js.errors import NotFoundError
 
 from cluster_reconciler.app import ClusterReconcilerApp
 from raybus.adapters.redis_state import EXPECTATIONS
@@ -26,6 +24,7 @@ from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.runtime.controller import Result
 from raybus.runtime.service import CommonSettings
 from raybus.testing.servers import NatsServer, RedisServer
+from raybus.testing.streams import stream_messages
 from tests.integration.boundary.conftest import until
 
 SAMPLE = yaml.safe_load((Path(__file__).resolve().parents[3] / "deploy/samples/ray-cluster.sample.yaml").read_text())
@@ -61,11 +60,7 @@ async def _app(nats_server: NatsServer, redis_server: RedisServer,
 async def _batches(nats_server: NatsServer) -> list[CommandBatch]:
     nc = await nats.connect(nats_server.url)
     js = nc.jetstream()
-    out: list[CommandBatch] = []
-    info = await js.stream_info(s.STREAM_COMMANDS)
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        with contextlib.suppress(NotFoundError):  # a sequence already acked away
-            out.append(CommandBatch.model_validate_json((await js.get_msg(s.STREAM_COMMANDS, seq)).data))
+    out = [CommandBatch.model_validate_json(m.data) for m in await stream_messages(js, s.STREAM_COMMANDS)]
     await nc.close()
     return out
 

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, resource_for
-from tests.integration.e2e.conftest import NS, RC, Kube, WatchRecorder
+from tests.integration.e2e.conftest import EVENT, NS, RC, Kube, WatchRecorder
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLE = REPO / "deploy/samples/ray-service.sample.yaml"
@@ -85,7 +85,14 @@ class Services:
     async def wait(self, name: str, check: Any, *, timeout: float, what: str) -> Json:
         async def ok() -> bool:
             return bool(check(await self.get(name)))
-        await self.kube.eventually(ok, timeout=timeout, what=f"{name}: {what}")
+        try:
+            await self.kube.eventually(ok, timeout=timeout, what=f"{name}: {what}")
+        except AssertionError as exc:  # say what the RayService looked like, and what raybus said
+            rs = await self.get(name)
+            events, _ = await self.c.list_all(EVENT, namespace=NS)
+            said = [f"{e.get('reason')}: {e.get('message') or e.get('note')}" for e in events
+                    if (e.get("involvedObject") or e.get("regarding") or {}).get("name") == name]
+            raise AssertionError(f"{exc}\nstatus: {rs.get('status')}\nevents: {said}") from None
         return await self.get(name)
 
     async def wait_ready(self, name: str, *, timeout: float = 60.0) -> Json:

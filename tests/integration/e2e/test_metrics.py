@@ -92,7 +92,7 @@ async def test_kuberay_series_match_the_samples_and_are_exported_once(stack: Loc
 
     await kube.eventually(matches, timeout=30, what="every kuberay_* series exported once")
     # KubeRay's labels: the owner kinds and conditions are what the objects say.
-    for (name, labels), _ in want.items():
+    for name, labels in want:
         lbl = dict(labels)
         if name == "kuberay_cluster_info":
             assert lbl["owner_kind"] == owner_kinds[lbl["name"]]

@@ -18,6 +18,7 @@ import yaml
 from raybus.adapters.kube import KubeError, resource_for
 from raybus.bus import subjects as s
 from raybus.cli.render import render
+from raybus.testing.streams import stream_messages
 from tests.conftest import SAMPLES
 from tests.integration.e2e.conftest import NS, POD, RC, SAMPLE, Kube
 
@@ -53,14 +54,8 @@ async def _bus_contains(kube: Kube, needle: bytes) -> list[str]:
     try:
         js = nc.jetstream()
         for stream in (s.STREAM_OBJECTS, s.STREAM_COMMANDS, s.STREAM_STATUS, s.STREAM_OUTCOMES):
-            info = await js.stream_info(stream)
-            for seq in range(info.state.first_seq, info.state.last_seq + 1):
-                try:
-                    msg = await js.get_msg(stream, seq)
-                except nats.js.errors.NotFoundError:  # deleted/expired sequence
-                    continue
-                if needle in (msg.data or b""):
-                    found.append(f"{stream}#{seq} {msg.subject}")
+            found += [f"{stream}#{msg.seq} {msg.subject}" for msg in await stream_messages(js, stream)
+                      if needle in (msg.data or b"")]
     finally:
         await nc.close()
     return found

@@ -176,7 +176,7 @@ async def test_upgrade_aborted_by_a_second_spec_change(kube: Kube, services: Ser
     finally:
         await _kubelet_delays(kube, pull=normal["pull"])  # Pods created from here on start normally
     rs = await services.wait(name, lambda r: pending_name(r) not in ("", first) or active_name(r) == first,
-                             timeout=30, what="a second pending cluster")
+                             timeout=60, what="a second pending cluster")
     await release_readiness(kube, hold)
     assert active_name(rs) == old, "the first pending cluster must never be promoted"
     second = pending_name(rs)
