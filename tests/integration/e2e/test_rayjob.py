@@ -277,16 +277,16 @@ async def test_ttl_fires_on_time_after_every_job_reconciler_is_sigkilled(
     """Issue 11: "TTLs must fire on time after a restart of any process". The deadline is endTime +
     ttlSecondsAfterFinished from the RayJob's status, not a timer in the process that saw the end:
     both replicas SIGKILLed during the TTL, the cluster still goes at its deadline."""
-    ttl = 20
+    ttl = 30
     name = await jobs.apply(rayjob_doc(name="e2e-ttl-kill", shutdownAfterJobFinishes=True,
                                        ttlSecondsAfterFinished=ttl))
     finished = await jobs.wait_status(name, "Complete", "SUCCEEDED", timeout=60)
     end = datetime.fromisoformat(status(finished)["endTime"]).timestamp()  # second precision
     cluster = status(finished)["rayClusterName"]
-    # Kill late enough in the TTL that a timer restarted by the new process (end + 6 + 20 s) or by
-    # the partition takeover (~ end + 18 + 20 s) would miss the upper bound below, and early enough
-    # that the takeover (lease TTL 10 s) completes before the deadline.
-    await asyncio.sleep(max(0.0, end + 6.0 - time.time()))
+    # Kill early enough that the takeover (lease TTL 10 s) completes well before the deadline
+    # (end + 30 s), and late enough that a timer restarted by the new process could not fire before
+    # killed + 30 s = end + 38 s (or, restarted at the takeover, end + 48 s).
+    await asyncio.sleep(max(0.0, end + 8.0 - time.time()))
     killed = time.time()
     for replica in ("job-reconciler-0", "job-reconciler-1"):
         stack.restart(replica, kill=True)
@@ -297,10 +297,9 @@ async def test_ttl_fires_on_time_after_every_job_reconciler_is_sigkilled(
     deleted = clusters.deleted_at[cluster]
     print(f"TTL {ttl} s: cluster deleted {deleted - end:.1f} s after endTime (SIGKILL at +{killed - end:.1f} s)")
     assert deleted - end >= ttl - 0.5, f"deleted {deleted - end:.1f}s after the end (TTL {ttl}s)"
-    # A replica holds the partition again at most a lease TTL (10 s) + a lease round after the
-    # SIGKILL; from then on the deadline is honoured at once (a deadline restarted at the restart
-    # would add the whole TTL again).
-    assert deleted <= max(end + ttl + 1.0, killed + 12.5) + 3.0, f"deleted {deleted - end:.1f}s after the end"
+    # The deadline survived the SIGKILL: a deadline restarted by either process could not have
+    # fired before killed + ttl (the whole TTL again); this bound leaves ~8 s for a loaded machine.
+    assert deleted < killed + ttl, f"deleted {deleted - end:.1f}s after the end: the TTL restarted"
     assert (await jobs.get(name))["metadata"].get("deletionTimestamp") is None  # only its cluster goes
 
 

@@ -247,16 +247,22 @@ async def test_service_reconciler_sigkill_between_promotion_and_deletion(
     for replica in ("service-reconciler-0", "service-reconciler-1"):
         # Not from a worker thread: children die with the thread that spawned them (PDEATHSIG).
         stack.restart(replica, kill=True)
-    assert watch.lives[old].deleted is None, "deleted before its deadline"
-    assert await _deadline(stack, name) == {old: deadline}, "the deadline moved"
-    await kube.eventually(lambda: _true(watch.lives[old].deleted is not None), timeout=delay + 30,
-                          what="the old cluster deleted")
+    # Until the old cluster is gone, Redis holds this very deadline (or, once the cluster was
+    # deleted, none): a restarted replica that set a new one would show here. (On a loaded machine
+    # the restarts themselves may outlast the delay, so the deletion may come first.)
+    seen: list[dict[str, datetime]] = []
+
+    async def old_deleted() -> bool:
+        seen.append(await _deadline(stack, name))
+        return watch.lives[old].deleted is not None
+    await kube.eventually(old_deleted, timeout=delay + 30, what="the old cluster deleted")
+    assert all(d in ({old: deadline}, {}) for d in seen), f"the deadline moved: {seen}"
     deleted = watch.lives[old].deleted
     assert deleted is not None
     assert deleted >= due - 0.3, f"deleted {due - deleted:.1f}s before its deadline"
-    # A replica holds the partition again at most a lease TTL (10 s) + a lease round after the
-    # SIGKILL; from then on the deadline is honoured at once (a deadline reset would add 14 s).
-    assert deleted <= max(due, killed + 12.5) + 3.0, f"deleted {deleted - due:.1f}s after its deadline"
+    # Not never: a replica holds the partition again at most a lease TTL (10 s) + a lease round
+    # after the SIGKILL, and honours the deadline at once (slack for a loaded machine).
+    assert deleted <= max(due, killed + 12.5) + 10.0, f"deleted {deleted - due:.1f}s after its deadline"
     assert await services.clusters(name) == [active_name(await services.get(name))]
 
     async def forgotten() -> bool:  # its cluster is gone: nothing left to schedule
