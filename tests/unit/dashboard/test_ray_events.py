@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+from raybus.decisions.cluster.pod_template import build_head_pod, build_worker_pod
+from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.dashboard_poll import ClusterWant, PollSettings, PollState, decide_poll, with_pushed_ends
 from raybus.decisions.ray_events import (
     EXPORT_ADDR_ENV,
@@ -16,6 +19,7 @@ from raybus.decisions.ray_events import (
     export_env,
     token_ok,
 )
+from tests.unit.decisions.cluster.test_reconcile_helpers import make_cluster
 
 CAPTURE = json.loads((Path(__file__).parent / "ray260_pushed_events.json").read_text())
 
@@ -76,3 +80,34 @@ def test_a_pushed_end_reads_the_cluster_at_once_but_only_for_declared_jobs() -> 
     assert with_pushed_ends(want, {"undeclared": 1}) is want
     again = with_pushed_ends(want, {"j1": 2})
     assert again.poll_now - seen.tokens_seen == frozenset({"push/j1=2"})
+
+
+# --- raybus's head Pods carry the export env behind the setting ---------------------------------------
+def _ray_env(pod: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env", [])}
+
+
+def test_head_pods_push_to_the_poller_only_with_url_and_key() -> None:
+    rc = make_cluster()
+    on = OperatorSettings.from_env({"RAYBUS_RAY_EVENTS_URL": "http://raybus-dashboard-poller:8266",
+                                    "RAYBUS_RAY_EVENTS_KEY": "k"})
+    head = _ray_env(build_head_pod(rc, settings=on, name="h"))
+    token = cluster_token("k", rc.namespace, rc.name)
+    assert head[EXPORT_ADDR_ENV] == f"http://raybus-dashboard-poller:8266/v1/ray-events/{rc.namespace}/{rc.name}/{token}"
+    assert head["RAY_ray_events_report_interval_ms"] == "100"
+    worker = build_worker_pod(rc, rc.spec.worker_group_specs[0], settings=on, name="w")  # type: ignore[index]
+    assert EXPORT_ADDR_ENV not in _ray_env(worker)  # only the head's GCS records the supervisor actors
+    for off in (OperatorSettings(), OperatorSettings.from_env({"RAYBUS_RAY_EVENTS_URL": "http://p:8266"})):
+        assert not any(n.startswith("RAY_DASHBOARD_AGGREGATOR") or n == "RAY_enable_ray_event"
+                       for n in _ray_env(build_head_pod(rc, settings=off, name="h")))
+    assert "'k'" not in repr(on)
+
+
+def test_an_export_address_already_set_is_left_alone() -> None:
+    rc = make_cluster()
+    template = rc.spec.head_group_spec.template
+    containers = template["spec"]["containers"]
+    containers[0]["env"] = [{"name": EXPORT_ADDR_ENV, "value": "http://mine:1/e"}]
+    on = OperatorSettings(ray_events=ExportSettings(url="http://p:8266", key="k"))
+    env = _ray_env(build_head_pod(rc, settings=on, name="h"))
+    assert env[EXPORT_ADDR_ENV] == "http://mine:1/e" and "RAY_DASHBOARD_AGGREGATOR_AGENT_EXPOSABLE_EVENT_TYPES" not in env
