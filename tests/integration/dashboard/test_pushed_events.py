@@ -13,7 +13,14 @@ from raybus.decisions.dashboard_contract import DashboardInterest
 from raybus.decisions.ray_events import cluster_token, export_path
 from raybus.testing.servers import NatsServer
 from tests.integration.dashboard.conftest import Sim
-from tests.integration.dashboard.poller_kit import CLUSTER, NS, ObservationTap, Reconciler, start_poller, until
+from tests.integration.dashboard.poller_kit import (
+    CLUSTER,
+    NS,
+    ObservationTap,
+    Reconciler,
+    start_poller,
+    until,
+)
 
 pytestmark = pytest.mark.integration
 KEY = "test-key-not-a-secret"

@@ -9,7 +9,13 @@ from typing import Any
 
 from raybus.decisions.cluster.pod_template import build_head_pod, build_worker_pod
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.decisions.dashboard_poll import ClusterWant, PollSettings, PollState, decide_poll, with_pushed_ends
+from raybus.decisions.dashboard_poll import (
+    ClusterWant,
+    PollSettings,
+    PollState,
+    decide_poll,
+    with_pushed_ends,
+)
 from raybus.decisions.ray_events import (
     EXPORT_ADDR_ENV,
     ExportSettings,
