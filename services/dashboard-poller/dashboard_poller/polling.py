@@ -98,7 +98,7 @@ class PollScheduler:
                 want = with_follow_ends(want, follower.ends(key))
                 streaming = follower.streaming(key)
             if self._pushed is not None:
-                want = with_pushed_ends(want, self._pushed.ends(key))
+                want = with_pushed_ends(want, self._pushed.ends(key), self._pushed.serve_deaths(key))
             if key in self._busy:
                 continue
             state = heads.states.get(key, PollState())

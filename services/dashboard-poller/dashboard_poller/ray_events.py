@@ -22,7 +22,13 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from dashboard_poller.view import BusView, ClusterKey
-from raybus.decisions.ray_events import PATH_PREFIX, RayEventBatch, ended_submissions, token_ok
+from raybus.decisions.ray_events import (
+    PATH_PREFIX,
+    RayEventBatch,
+    ended_submissions,
+    serve_actor_deaths,
+    token_ok,
+)
 from raybus.observability.metrics import RAY_EVENTS_RECEIVED
 
 log = logging.getLogger(__name__)
@@ -34,6 +40,7 @@ class RayEventsReceiver:
         self._key = key
         self._active = active
         self._ends: dict[ClusterKey, dict[str, int]] = {}
+        self._serve: dict[ClusterKey, int] = {}  # pushed deaths of Serve actors per cluster
         self.accepted = 0  # POSTs with a valid token (observable for tests)
         self.rejected = 0
         self._runner: web.AppRunner | None = None
@@ -42,10 +49,15 @@ class RayEventsReceiver:
     def ends(self, key: ClusterKey) -> Mapping[str, int]:
         return self._ends.get(key, {})
 
+    def serve_deaths(self, key: ClusterKey) -> int:
+        return self._serve.get(key, 0)
+
     def forget(self, keep: set[ClusterKey]) -> None:
         """Drop the counts of clusters nobody wants any more."""
         for gone in set(self._ends) - keep:
             del self._ends[gone]
+        for gone in set(self._serve) - keep:
+            del self._serve[gone]
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=16 * 1024 * 1024)  # Ray sends up to 1000 events a POST
@@ -78,13 +90,17 @@ class RayEventsReceiver:
             RAY_EVENTS_RECEIVED.labels(outcome="garbage").inc()
             return web.Response(status=400)
         self.accepted += 1
-        ended = ended_submissions(batch.events)
-        RAY_EVENTS_RECEIVED.labels(outcome="job_end" if ended else "other").inc()
-        if ended and self._active():
-            counts = self._ends.setdefault((namespace, cluster), {})
+        ended, serve = ended_submissions(batch.events), serve_actor_deaths(batch.events)
+        RAY_EVENTS_RECEIVED.labels(outcome="job_end" if ended else "serve" if serve else "other").inc()
+        if (ended or serve) and self._active():
+            key = (namespace, cluster)
+            counts = self._ends.setdefault(key, {})
             for job in ended:
                 counts[job] = counts.get(job, 0) + 1
-            log.info("job end pushed by the head: reading the cluster",
-                     extra={"cluster": f"{namespace}/{cluster}", "jobs": sorted(ended)[:10]})
+            if serve:
+                self._serve[key] = self._serve.get(key, 0) + serve
+            log.info("job end or Serve actor death pushed by the head: reading the cluster",
+                     extra={"cluster": f"{namespace}/{cluster}", "jobs": sorted(ended)[:10],
+                            "serve_deaths": serve})
             self._view.changed.set()
         return web.Response(status=204)

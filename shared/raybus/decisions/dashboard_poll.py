@@ -369,12 +369,15 @@ def with_follow_ends(want: ClusterWant, ends: Mapping[str, int]) -> ClusterWant:
     return want.model_copy(update={"poll_now": want.poll_now | tokens})
 
 
-def with_pushed_ends(want: ClusterWant, ends: Mapping[str, int]) -> ClusterWant:
+def with_pushed_ends(want: ClusterWant, ends: Mapping[str, int], serve_deaths: int = 0) -> ClusterWant:
     """A job end pushed by the head (decisions/ray_events.py) asks for a read at once, like a
     follow stream's end; only for jobs an owner declared (a head cannot make raybus read for jobs
-    nobody asked about), and counted per job so a second push is a new token."""
+    nobody asked about), and counted per job so a second push is a new token. Pushed deaths of
+    Serve's actors do the same for a cluster whose Serve apps are declared."""
     declared = set(want.jobs)
     tokens = {f"push/{job_id}={n}" for job_id, n in ends.items() if job_id in declared and n}
+    if want.serve and serve_deaths:
+        tokens.add(f"push/serve={serve_deaths}")
     if not tokens:
         return want
     return want.model_copy(update={"poll_now": want.poll_now | tokens})

@@ -37,6 +37,7 @@ REPORT_INTERVAL_ENV = "RAY_ray_events_report_interval_ms"
 EXPOSABLE_TYPES = "ACTOR_LIFECYCLE_EVENT"
 PATH_PREFIX = "/v1/ray-events"
 JOB_SUPERVISOR_PREFIX = "_ray_internal_job_actor_"  # ray.dashboard.modules.job.common
+SERVE_NAMESPACE = "serve"  # ray.serve._private.constants: controller, proxies and replicas live here
 
 
 class RaySettingsError(ValueError):
@@ -131,3 +132,21 @@ def ended_submissions(events: Iterable[RayEvent]) -> set[str]:
             if transition.state == "DEAD" and died is not None and died.name.startswith(JOB_SUPERVISOR_PREFIX):
                 ended.add(died.name[len(JOB_SUPERVISOR_PREFIX):])
     return ended
+
+
+def serve_actor_deaths(events: Iterable[RayEvent]) -> int:
+    """Deaths of Serve's own actors (controller, proxy, replicas: Ray namespace "serve") in these
+    events. Serve does not export app statuses, but an app turns UNHEALTHY or vanishes through such
+    a death (a replica crashing or failing its health checks is killed and replaced; `serve
+    shutdown` or a dead controller ends them all), so each one is a cheap "read Serve now" signal
+    (deploys and scale-downs cause some too: a read more while the cadence is fast anyway)."""
+    deaths = 0
+    for event in events:
+        life = event.actor_lifecycle
+        if event.event_type != "ACTOR_LIFECYCLE_EVENT" or life is None:
+            continue
+        for transition in life.transitions:
+            died = transition.death_cause.actor_died if transition.death_cause else None
+            if transition.state == "DEAD" and died is not None and died.ray_namespace == SERVE_NAMESPACE:
+                deaths += 1
+    return deaths

@@ -23,6 +23,7 @@ from raybus.decisions.ray_events import (
     cluster_token,
     ended_submissions,
     export_env,
+    serve_actor_deaths,
     token_ok,
 )
 from tests.unit.decisions.cluster.test_reconcile_helpers import make_cluster
@@ -117,3 +118,20 @@ def test_an_export_address_already_set_is_left_alone() -> None:
     on = OperatorSettings(ray_events=ExportSettings(url="http://p:8266", key="k"))
     env = _ray_env(build_head_pod(rc, settings=on, name="h"))
     assert env[EXPORT_ADDR_ENV] == "http://mine:1/e" and "RAY_DASHBOARD_AGGREGATOR_AGENT_EXPOSABLE_EVENT_TYPES" not in env
+
+
+def test_deaths_of_serve_actors_read_serve_at_once() -> None:
+    def dead(name: str, namespace: str) -> dict[str, Any]:
+        return {"eventType": "ACTOR_LIFECYCLE_EVENT", "actorLifecycleEvent": {"stateTransitions": [
+            {"state": "DEAD", "deathCause": {"actorDiedErrorContext": {"name": name, "rayNamespace": namespace}}}]}}
+
+    body = [dead("SERVE_REPLICA::app#Hello#abc", "serve"), dead("SERVE_CONTROLLER_ACTOR", "serve"),
+            dead("mine", "default")]
+    events = RayEventBatch(events=body).events
+    assert serve_actor_deaths(events) == 2 and ended_submissions(events) == set()
+    # The real capture's four supervisor deaths (namespace SUPERVISOR_ACTOR_RAY_NAMESPACE) are no Serve news.
+    assert sum(serve_actor_deaths(RayEventBatch(events=p).events) for p in CAPTURE["posts"]) == 0
+    serve = ClusterWant(namespace="ns", cluster="c", serve=True)
+    assert with_pushed_ends(serve, {}, 2).poll_now == frozenset({"push/serve=2"})
+    jobs_only = ClusterWant(namespace="ns", cluster="c", jobs=("j1",))
+    assert with_pushed_ends(jobs_only, {}, 2) is jobs_only  # nobody declared Serve: no read
