@@ -89,7 +89,7 @@ async def test_pushed_job_ends_reach_the_bus_within_a_second(
             statuses[job_id] = status
             latencies.append(seen_at - info.end_time / 1000)
         latencies.sort()
-        p95 = latencies[min(len(latencies) - 1, int(round(0.95 * (len(latencies) - 1))))]
+        p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
         print(f"\nreal head, pushed events: job end_time -> terminal on the bus, {len(latencies)} jobs: "
               f"p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, max {latencies[-1]:.2f} s "
               f"({', '.join(f'{x:.2f}' for x in latencies)}); POSTs {receiver.accepted}, "
