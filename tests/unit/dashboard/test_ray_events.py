@@ -135,3 +135,25 @@ def test_deaths_of_serve_actors_read_serve_at_once() -> None:
     assert with_pushed_ends(serve, {}, 2).poll_now == frozenset({"push/serve=2"})
     jobs_only = ClusterWant(namespace="ns", cluster="c", jobs=("j1",))
     assert with_pushed_ends(jobs_only, {}, 2) is jobs_only  # nobody declared Serve: no read
+
+
+def test_after_a_pushed_serve_death_serve_stays_fast_for_the_fresh_window() -> None:
+    # Real Ray 2.60 head: a replica's death was pushed 0.2 s after it, the app turned UNHEALTHY 7 s
+    # later, so the read at the push alone would miss the change.
+    from raybus.decisions.dashboard_contract import ClusterObservation
+    from raybus.decisions.dashboard_poll import after_round
+
+    settings = PollSettings(fast_interval_s=1.0, slow_interval_s=30.0, fresh_window_s=15.0)
+    want = ClusterWant(namespace="ns", cluster="c", serve=True)
+    obs = ClusterObservation(namespace="ns", cluster="c", serve_apps={})
+    state = after_round(PollState(), want, now=0.0, failed=False)
+    assert decide_poll(want, state, obs, now=2.0, wall_ms=0, settings=settings).reason == "steady state"
+    pushed = with_pushed_ends(want, {}, 1)
+    assert decide_poll(pushed, state, obs, now=2.0, wall_ms=0, settings=settings).due
+    state = after_round(state, pushed, now=2.0, failed=False)
+    fast = decide_poll(pushed, state, obs, now=3.0, wall_ms=0, settings=settings)
+    assert fast.due and fast.reason == "a Serve actor died moments ago"
+    state = after_round(state, pushed, now=3.0, failed=False)  # the same token again: no new push
+    assert state.serve_push_at == 2.0
+    late = decide_poll(pushed, state, obs, now=18.0, wall_ms=0, settings=settings)
+    assert not late.due and late.reason == "steady state"
