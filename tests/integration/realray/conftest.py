@@ -52,6 +52,8 @@ class Hello:
         self.greeting = greeting
 
     def __call__(self, request) -> str:
+        if "die=1" in str(request.url):  # test_pushed: the replica's process dies
+            os._exit(1)
         return self.greeting
 
 
