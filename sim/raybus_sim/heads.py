@@ -24,6 +24,16 @@ def _ready(pod: dict[str, Any]) -> bool:
                for c in status.get("conditions") or [])
 
 
+def _export_addr(pod: dict[str, Any]) -> str:
+    """The Ray container's RAY_DASHBOARD_AGGREGATOR_AGENT_EVENTS_EXPORT_ADDR ("" when absent): the
+    simulated head then pushes its job ends there (raybus_sim.dashboard.events)."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    for var in (containers[0].get("env") or []) if containers else []:
+        if var.get("name") == "RAY_DASHBOARD_AGGREGATOR_AGENT_EVENTS_EXPORT_ADDR":
+            return str(var.get("value") or "")
+    return ""
+
+
 class HeadDashboardSync:
     """A Pod informer listener (raybus_sim.kubelet.client): head pod events -> registry.head_up /
     head_down, from the API like any client, so it follows a real API server's Pods as well."""
@@ -44,6 +54,8 @@ class HeadDashboardSync:
             heads.add(meta["name"])
         else:
             heads.discard(meta["name"])
+        if event.type != "DELETED" and meta["name"] in heads:
+            self._registry.cluster(*key).events_export_addr = _export_addr(event.obj)
         if heads and not was_up:
             # A new head pod is a new Ray cluster: jobs and serve apps start empty (keep_state
             # False), as when KubeRay recreates a head without GCS fault tolerance.

@@ -30,6 +30,7 @@ from dashboard_poller.follow import Follower
 from dashboard_poller.heads import Heads
 from dashboard_poller.leader import LeaderLease
 from dashboard_poller.polling import PollScheduler
+from dashboard_poller.ray_events import RayEventsReceiver
 from dashboard_poller.settings import SERVICE, PollerSettings
 from dashboard_poller.view import BusView
 from raybus.bus import subjects as s
@@ -59,6 +60,7 @@ class DashboardPollerService:
         self._lease_task: asyncio.Task[None] | None = None
         self._scheduler: asyncio.Task[None] | None = None
         self._workers: PullWorkers | None = None
+        self.ray_events: RayEventsReceiver | None = None
 
     @property
     def nc(self) -> NATS:
@@ -90,6 +92,10 @@ class DashboardPollerService:
         self.commands = CommandRunner(self.heads, nc=self.nc, ledger=ledger,
                                       replica_id=self.settings.replica_id,
                                       lease_s=self.settings.ack_wait_s)
+        if self.settings.ray_events_key:
+            self.ray_events = RayEventsReceiver(self.view, key=self.settings.ray_events_key,
+                                                active=lambda: self.active)
+            await self.ray_events.start(self.settings.ray_events_host, self.settings.ray_events_port)
         self.lease = LeaderLease(kv, replica_id=self.settings.replica_id, ttl_s=self.settings.lease_ttl_s)
         await self._lease_round()
         self._lease_task = asyncio.create_task(self._lease_loop())
@@ -117,7 +123,7 @@ class DashboardPollerService:
         assert self._ws is not None
         self.follower = Follower(self.heads, self._ws)
         self._scheduler = asyncio.create_task(
-            PollScheduler(self.heads, clusters=self.clusters, follower=self.follower,
+            PollScheduler(self.heads, clusters=self.clusters, follower=self.follower, pushed=self.ray_events,
                           max_in_flight=self.settings.max_rounds_in_flight).run())
         self._workers = PullWorkers(self.nc, stream=s.STREAM_DASHBOARD_COMMANDS,
                                     config=dashboard_command_consumer_config(self.settings.bus()),
@@ -139,6 +145,8 @@ class DashboardPollerService:
         if self._lease_task is not None:
             await cancel_and_wait([self._lease_task])
         await self._deactivate()
+        if self.ray_events is not None:
+            await self.ray_events.stop()
         if self.lease is not None:
             with contextlib.suppress(Exception):
                 await self.lease.release()  # a standby takes over now, not after the TTL

@@ -1,7 +1,7 @@
 """The poll scheduler: asks the pure decision (`decide_poll`) for every declared cluster when to
 read it, runs due rounds (at most one per head, a bounded number at once), keeps the followed
 jobs' log tail streams as `decide_follows` says (follow.py; an ended stream is a poll_now token),
-and sleeps until the earliest next decision or until an interest changes or a stream ends."""
+turns job ends pushed by the heads into poll_now tokens too (ray_events.py), and sleeps until the earliest next decision or until an interest changes or a stream ends."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 
 from dashboard_poller.follow import Follower
 from dashboard_poller.heads import Heads
+from dashboard_poller.ray_events import RayEventsReceiver
 from dashboard_poller.view import ClusterKey
 from raybus.bus import subjects as s
 from raybus.decisions.dashboard import head_ready
@@ -22,6 +23,7 @@ from raybus.decisions.dashboard_poll import (
     after_head_ready,
     decide_poll,
     with_follow_ends,
+    with_pushed_ends,
 )
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.tasks import cancel_and_wait
@@ -32,8 +34,9 @@ MAX_SLEEP_S = 1.0  # RayCluster readiness is read from the cache, not signalled:
 
 class PollScheduler:
     def __init__(self, heads: Heads, *, clusters: ObjectCache | None, max_in_flight: int,
-                 follower: Follower | None = None) -> None:
+                 follower: Follower | None = None, pushed: RayEventsReceiver | None = None) -> None:
         self._heads = heads
+        self._pushed = pushed
         self._follower = follower
         self._clusters = clusters
         self._slots = asyncio.Semaphore(max_in_flight)
@@ -80,6 +83,8 @@ class PollScheduler:
             heads.states.pop(gone, None)
             heads.deleted_jobs.pop(gone, None)
             self._ready_seen.pop(gone, None)
+        if self._pushed is not None:
+            self._pushed.forget(wanted)
         follower = self._follower
         if follower is not None:
             for gone in follower.clusters() - wanted:
@@ -92,6 +97,8 @@ class PollScheduler:
                 wake = min(wake, follower.reconcile(key, want, obs, head_ready=ready, now=now))
                 want = with_follow_ends(want, follower.ends(key))
                 streaming = follower.streaming(key)
+            if self._pushed is not None:
+                want = with_pushed_ends(want, self._pushed.ends(key), self._pushed.serve_deaths(key))
             if key in self._busy:
                 continue
             state = heads.states.get(key, PollState())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from raybus.adapters.dashboard import IN_CLUSTER_TEMPLATE, DashboardTimeouts
 from raybus.bus.streams import BusSettings
 from raybus.decisions.dashboard_poll import PollSettings
@@ -36,6 +38,11 @@ class PollerSettings(CommonSettings):
     # pinged this often so a head that vanished silently is noticed (0: never).
     max_follow_streams: int = 4096
     follow_heartbeat_s: float = 30.0
+    # Job ends pushed by Ray heads (ray_events.py): listen here when a key is set (RAYBUS_RAY_EVENTS_KEY,
+    # the same key the cluster-reconciler derives each cluster's token from); port 0 picks a free one.
+    ray_events_key: str = Field(default="", repr=False)
+    ray_events_host: str = "0.0.0.0"
+    ray_events_port: int = 8266
 
     def poll(self) -> PollSettings:
         return PollSettings(fast_interval_s=self.fast_interval_s, slow_interval_s=self.slow_interval_s,

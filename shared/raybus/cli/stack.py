@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -84,6 +85,8 @@ class LocalStack:
     # material lives in <home>/secrets (README "Security model"). Off only for tests that need a
     # bare bus.
     secure: bool = True
+    # Job ends pushed by the heads (decisions/ray_events.py): the poller's receiver port (0: off).
+    ray_events_port: int = 0
 
     @property
     def secrets(self) -> Path | None:
@@ -127,6 +130,7 @@ class LocalStack:
             with _environ(replicas):  # declare_bus runs here and reads RAYBUS_STREAM_REPLICAS
                 declare_bus(self.nats.options(Role.BUS_ADMIN.value))
         self.api_port, self.dashboard_port = free_port(), free_port()
+        self.ray_events_port = free_port()
         self.env = stack_env({
             "RAYBUS_NATS_URL": self.nats.url, "RAYBUS_REDIS_URL": self.redis.url,
             "RAYBUS_KUBECONFIG": str(self.kubeconfig),
@@ -179,6 +183,26 @@ class LocalStack:
                 proc = self.spawn(proc.name, proc.argv[1:])
         raise AssertionError("unreachable")
 
+    def ray_events_key(self) -> str:
+        """The key the per-cluster tokens derive from: made once per home (0600, beside the bus
+        secrets, never in `<home>/env` or a log), so heads built by an earlier run stay valid."""
+        path = self.home / "ray-events.key"
+        if not path.exists():
+            path.write_text(secrets.token_hex(32))
+            path.chmod(0o600)
+        return path.read_text().strip()
+
+    def _ray_events_env(self, service: str, env: Mapping[str, str]) -> dict[str, str]:
+        """On in the local stack (the simulated heads push, and a real head on loopback can):
+        the poller listens on loopback, the cluster-reconciler builds head Pods that push there.
+        A RAYBUS_RAY_EVENTS_KEY from the environment wins; RAYBUS_RAY_EVENTS_URL="" turns it off."""
+        out = {"RAYBUS_RAY_EVENTS_KEY": env.get("RAYBUS_RAY_EVENTS_KEY") or self.ray_events_key()}
+        if service == "dashboard_poller":
+            out.update(RAYBUS_RAY_EVENTS_HOST="127.0.0.1", RAYBUS_RAY_EVENTS_PORT=str(self.ray_events_port))
+        elif "RAYBUS_RAY_EVENTS_URL" not in env:
+            out["RAYBUS_RAY_EVENTS_URL"] = f"http://127.0.0.1:{self.ray_events_port}"
+        return out
+
     def spawn(self, name: str, args: list[str]) -> Proc:
         log = self.home / "logs" / f"{name}.log"
         argv = [sys.executable, *args]
@@ -191,6 +215,8 @@ class LocalStack:
         if self.secrets is not None and service in SERVICE_ROLES:
             env.update(security.service_env(self.secrets, SERVICE_ROLES[service]),
                        RAYBUS_BUS_DECLARE="0")
+        if service in ("dashboard_poller", "cluster_reconciler") and self.ray_events_port:
+            env.update(self._ray_events_env(service, env))
         if self.rbac and service in SERVICE_ACCOUNTS:
             env["RAYBUS_KUBECONFIG"] = str(self.service_kubeconfig(service))
         offset = log.stat().st_size if log.exists() else 0

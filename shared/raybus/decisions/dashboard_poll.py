@@ -52,6 +52,7 @@ from raybus.decisions.dashboard_contract import ClusterObservation, DashboardInt
 
 TERMINAL_JOB = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
 CHANGING_APP = frozenset({"DEPLOYING", "DELETING", "NOT_STARTED"})
+SERVE_PUSH_TOKEN = "push/serve="  # poll_now token of pushed Serve actor deaths (with_pushed_ends)
 
 
 class _Frozen(BaseModel):
@@ -163,6 +164,7 @@ class PollState(_Frozen):
     last_write_at: float | None = None
     write_seen: bool = True  # a read after the last write changed the observation
     read_back: bool = False  # a write just finished: read everything declared, at once
+    serve_push_at: float | None = None  # a round covered a pushed death of a Serve actor
 
 
 class JobsRequest(_Frozen):
@@ -218,6 +220,10 @@ def fast_reason(want: ClusterWant, observation: ClusterObservation | None, state
     if want.serve:
         if obs is None or obs.serve_apps is None:
             return "Serve not read yet"
+        if state.serve_push_at is not None and now - state.serve_push_at < settings.fresh_window_s:
+            # On a real Ray 2.60 head a replica's death was pushed 0.2 s after it, Serve's status
+            # turned UNHEALTHY 7 s later: the read at the push is too early, so stay fast a while.
+            return "a Serve actor died moments ago"
         changing = sorted(n for n, a in obs.serve_apps.items() if a.status in CHANGING_APP)
         if changing:
             return f"apps {','.join(changing)} {obs.serve_apps[changing[0]].status}"
@@ -284,8 +290,11 @@ def decide_poll(want: ClusterWant, state: PollState, observation: ClusterObserva
 
 
 def after_round(state: PollState, want: ClusterWant, *, now: float, failed: bool) -> PollState:
-    """State after a round: tokens and targets it covered are seen; failures count up or reset."""
+    """State after a round: tokens and targets it covered are seen; failures count up or reset; a
+    pushed Serve actor death it covered keeps Serve at the fast cadence for `fresh_window_s`."""
+    serve_push = any(t.startswith(SERVE_PUSH_TOKEN) for t in want.poll_now - state.tokens_seen)
     return state.model_copy(update={
+        "serve_push_at": now if serve_push else state.serve_push_at,
         "last_attempt_at": now,
         "last_success_at": state.last_success_at if failed else now,
         "failures": state.failures + 1 if failed else 0,
@@ -364,6 +373,20 @@ def with_follow_ends(want: ClusterWant, ends: Mapping[str, int]) -> ClusterWant:
     """A followed job's stream that ended asks for a read at once, exactly like an owner's
     poll_now token (so a round that started before the end does not count as covering it)."""
     tokens = {f"follow/{job_id}={n}" for job_id, n in ends.items() if job_id in want.follow and n}
+    if not tokens:
+        return want
+    return want.model_copy(update={"poll_now": want.poll_now | tokens})
+
+
+def with_pushed_ends(want: ClusterWant, ends: Mapping[str, int], serve_deaths: int = 0) -> ClusterWant:
+    """A job end pushed by the head (decisions/ray_events.py) asks for a read at once, like a
+    follow stream's end; only for jobs an owner declared (a head cannot make raybus read for jobs
+    nobody asked about), and counted per job so a second push is a new token. Pushed deaths of
+    Serve's actors do the same for a cluster whose Serve apps are declared."""
+    declared = set(want.jobs)
+    tokens = {f"push/{job_id}={n}" for job_id, n in ends.items() if job_id in declared and n}
+    if want.serve and serve_deaths:
+        tokens.add(f"{SERVE_PUSH_TOKEN}{serve_deaths}")
     if not tokens:
         return want
     return want.model_copy(update={"poll_now": want.poll_now | tokens})

@@ -27,6 +27,7 @@ from aiohttp import WSCloseCode, web
 from raybus_sim.dashboard import handlers as h
 from raybus_sim.dashboard import texts
 from raybus_sim.dashboard.control import add_control_routes
+from raybus_sim.dashboard.events import start_pusher
 from raybus_sim.dashboard.registry import ClusterState, DashboardRegistry, Fault
 
 REGISTRY_KEY = web.AppKey("dashboard_registry", DashboardRegistry)
@@ -149,6 +150,11 @@ def create_dashboard_app(registry: DashboardRegistry) -> web.Application:
     app[REGISTRY_KEY] = registry
     app[h.OPEN_TAILS] = set()
     app.on_shutdown.append(_close_tails)
+
+    async def _pusher(app: web.Application) -> None:
+        await start_pusher(app, registry)  # heads whose Pod carries an export address push events
+
+    app.on_startup.append(_pusher)
     add_control_routes(app, registry)
     app.router.add_route("*", "/{ns}/{cluster}/{tail:.*}", _dispatch)
     return app

@@ -64,6 +64,9 @@ class ClusterSettings:
     # and the head relays the close; tests/integration/realray measure it). A client that waits for
     # the close to learn a job's end learns it this late.
     log_tail_close_lag_s: float = 3.0
+    # Pushed events (events.py; only while the head Pod carries an export address): the job
+    # supervisor's death reaches the receiver this long after the job's end_time.
+    events_push_lag_s: float = 0.3
     # Top-level modules a head can import (imports.py); anything else ends DEPLOY_FAILED with
     # ModuleNotFoundError. ["*"]: everything imports.
     importable_modules: list[str] = field(default_factory=lambda: sorted(DEFAULT_IMPORTABLE_MODULES))
@@ -107,6 +110,7 @@ class ClusterState:
     faults: list[Fault] = field(default_factory=list)
     job_plans: dict[str, dict[str, Any]] = field(default_factory=dict)  # plans for future submission ids
     requests: Counter[str] = field(default_factory=Counter)
+    events_export_addr: str = ""  # RAY_DASHBOARD_AGGREGATOR_AGENT_EVENTS_EXPORT_ADDR of the head Pod
 
     def restart(self, now: float) -> None:
         stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d_%H-%M-%S_%f")

@@ -13,6 +13,7 @@ machine's address, so these tests run inside a network namespace whose only inte
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import tempfile
@@ -25,12 +26,17 @@ import httpx
 import pytest
 
 from raybus.adapters.dashboard import DashboardTimeouts, RayDashboardClient
+from raybus.decisions.ray_events import ExportSettings, export_env
 from tests.integration.dashboard.conftest import nc, tap  # noqa: F401  (the poller test's bus side)
 
 REPO = Path(__file__).resolve().parents[3]
 RAYVENV = Path(os.environ.get("RAYVENV", REPO / ".rayvenv"))
 DASHBOARD_PORT = 8265
 SERVE_PORT = 8000
+# The head pushes its events (decisions/ray_events.py) where a test's poller listens, as raybus's
+# head Pods do: the same env, built by the same code, for the poller kit's cluster ns/rc.
+EVENTS_PORT = 18266
+EVENTS_NS, EVENTS_CLUSTER = "ns", "rc"
 # A Serve app the head can import: the module sits in the head's working directory, which is on
 # its workers' PYTHONPATH (set at `ray start`, inherited by the raylet and its workers).
 APP_MODULE = '''
@@ -46,6 +52,8 @@ class Hello:
         self.greeting = greeting
 
     def __call__(self, request) -> str:
+        if "die=1" in str(request.url):  # test_pushed: the replica's process dies
+            os._exit(1)
         return self.greeting
 
 
@@ -59,6 +67,8 @@ class RayHead:
     dashboard: str  # http://127.0.0.1:8265
     proxy: str  # http://127.0.0.1:8000
     workdir: Path
+    events_key: str  # the poller's RAYBUS_RAY_EVENTS_KEY for this head's pushes
+    events_port: int
 
 
 def _isolated() -> None:
@@ -86,6 +96,9 @@ def ray_head() -> Iterator[RayHead]:
     (workdir / "realray_app.py").write_text(APP_MODULE)
     env = {**os.environ, "PATH": f"{RAYVENV / 'bin'}:{os.environ.get('PATH', '')}",
            "PYTHONPATH": str(workdir), "RAY_USAGE_STATS_ENABLED": "0"}
+    events_key = secrets.token_hex(16)
+    export = ExportSettings(url=f"http://127.0.0.1:{EVENTS_PORT}", key=events_key)
+    env.update({e["name"]: e["value"] for e in export_env(export, namespace=EVENTS_NS, cluster=EVENTS_CLUSTER)})
     env.pop("VIRTUAL_ENV", None)
     start = ("start", "--head", "--node-ip-address", "127.0.0.1", "--port", "6379",
              "--dashboard-host", "127.0.0.1", "--dashboard-port", str(DASHBOARD_PORT),
@@ -102,7 +115,7 @@ def ray_head() -> Iterator[RayHead]:
     else:
         raise RuntimeError("ray start failed 3 times:\n" + "\n---\n".join(errors))
     head = RayHead(dashboard=f"http://127.0.0.1:{DASHBOARD_PORT}", proxy=f"http://127.0.0.1:{SERVE_PORT}",
-                   workdir=workdir)
+                   workdir=workdir, events_key=events_key, events_port=EVENTS_PORT)
     deadline = time.monotonic() + 120
     while True:  # the dashboard's job module answers a little after `ray start` returns
         try:

@@ -22,6 +22,7 @@ from raybus.decisions.cluster.dicts import ensure_dict, ensure_list
 from raybus.decisions.cluster.pod_env import env_var_exists
 from raybus.decisions.cluster.pod_parts import add_empty_dir
 from raybus.decisions.cluster.settings import OperatorSettings
+from raybus.decisions.ray_events import EXPORT_ADDR_ENV, ExportSettings, export_env
 
 COLLECTOR_CONTAINER_NAME = "collector"
 COLLECTOR_DEFAULT_IMAGE = "kuberay/collector:latest"
@@ -105,3 +106,13 @@ def inject_history_server_collector(
     if collector.env:
         container["env"] = [copy.deepcopy(dict(e)) for e in collector.env]
     pod_spec["containers"].append(container)
+
+
+def inject_ray_events_export(ray: dict[str, Any], settings: ExportSettings, *, namespace: str, cluster: str) -> None:
+    """raybus's job-end push (not KubeRay's): the export env on the head's Ray container, unless an
+    export address is already there (the user's, or the collector's injected just before)."""
+    env: list[dict[str, Any]] = ray.get("env") or []
+    if not settings.enabled or env_var_exists(EXPORT_ADDR_ENV, env):
+        return
+    for var in export_env(settings, namespace=namespace, cluster=cluster):
+        _env_if_missing(ray, var["name"], var["value"])

@@ -27,7 +27,7 @@ from raybus.decisions.cluster.autoscaler_container import (
 )
 from raybus.decisions.cluster.dicts import ensure_dict, ensure_list
 from raybus.decisions.cluster.gcs_ft import configure_gcs_fault_tolerance
-from raybus.decisions.cluster.history_server import inject_history_server_collector
+from raybus.decisions.cluster.history_server import inject_history_server_collector, inject_ray_events_export
 from raybus.decisions.cluster.kuberay_names import (
     check_name,
     fqdn_ray_ip,
@@ -307,6 +307,11 @@ def _build_pod(
             )
     # Same place as the autoscaler's sidecar: the collector shares its /tmp/ray volume.
     inject_history_server_collector(pod_spec, cluster, node_type=node_type, settings=settings)
+    # raybus's own: the head pushes job ends to the dashboard-poller (decisions/ray_events.py). Only
+    # the head (its GCS records the job supervisor actors' deaths), and never over an export address
+    # the user or the history server collector already set: Ray exports to one address only.
+    if node_type == k.HEAD_NODE:
+        inject_ray_events_export(ray, settings.ray_events, namespace=cluster.namespace, cluster=cluster.name)
 
     cmd = ""
     if ray.get("command"):

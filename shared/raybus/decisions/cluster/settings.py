@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from raybus.api.settings import DEFAULT_FEATURE_GATES, FeatureGates
+from raybus.decisions.ray_events import ExportSettings
 
 KUBERAY_VERSION = "v1.7.0"
 # --batch-scheduler values raybus implements (KubeRay also has kai-scheduler, koordinator, WAS).
@@ -133,6 +134,14 @@ class OperatorSettings(BaseModel):
         description="All KubeRay feature gates (RayMultiHostIndexing labels worker Pods, ...)",
     )
 
+    # --- raybus's own (not KubeRay's): head Pods push job ends to the dashboard-poller ---
+    ray_events: ExportSettings = Field(
+        default=ExportSettings(),
+        description="RAYBUS_RAY_EVENTS_URL (the poller's receiver as Pods reach it) + RAYBUS_RAY_EVENTS_KEY "
+        "(+ RAYBUS_RAY_EVENTS_REPORT_INTERVAL_MS): both set -> head Pods export Ray's events there "
+        "(decisions/ray_events.py); either empty -> off, Pods exactly as KubeRay builds them",
+    )
+
     @field_validator("batch_scheduler")
     @classmethod
     def _known_batch_scheduler(cls, value: str) -> str:
@@ -172,6 +181,10 @@ class OperatorSettings(BaseModel):
                             ("default_pod_labels", "RAYBUS_DEFAULT_POD_LABELS")):
             if env.get(name):
                 values[field] = _string_map(name, env[name])
+        interval = env.get("RAYBUS_RAY_EVENTS_REPORT_INTERVAL_MS", "")
+        values["ray_events"] = ExportSettings(
+            url=env.get("RAYBUS_RAY_EVENTS_URL", ""), key=env.get("RAYBUS_RAY_EVENTS_KEY", ""),
+            **({"report_interval_ms": int(interval)} if interval.isdigit() and int(interval) > 0 else {}))
         values["feature_gates"] = FeatureGates.from_flag(feature_gates)
         values.update(overrides)
         return cls(**values)
