@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest test test-unit test-integration test-realray rayvenv lint run bench chaos crds lock clean images compose-test
+.PHONY: venv envtest test test-unit test-integration test-realray rayvenv lint run bench chaos chaos-short crds lock clean images compose-test
 
 venv: $(STAMP)
 
@@ -66,6 +66,11 @@ bench: venv
 # exit 0 only when every invariant held. e.g. CHAOS_ARGS="--minutes 20 --seed 7"
 chaos: venv
 	$(BIN)/python -m tests.chaos.soak $(CHAOS_ARGS)
+
+# The 2-minute soak (seed 1, every fault kind) as a pytest test; not part of `make test` (its file
+# is named check_*.py so pytest does not collect it from tests/).
+chaos-short: venv
+	$(BIN)/pytest -q -p no:cacheprovider tests/chaos/check_soak_short.py
 
 crds: venv
 	$(BIN)/python -m raybus.api.crdgen deploy/crds

@@ -10,9 +10,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from raybus.adapters.kube import KubeClient, resource_for
+from raybus.adapters.kube import KubeClient, Resource, resource_for
 
 POD = resource_for("v1", "Pod")
+RC = resource_for("ray.io/v1", "RayCluster")
 NS = "default"
 
 
@@ -30,33 +31,49 @@ class PodRecorder:
     live_heads: dict[str, set[str]] = field(default_factory=dict)
     created: dict[str, set[str]] = field(default_factory=dict)
     heads_created: dict[str, set[str]] = field(default_factory=dict)
+    # head Pod -> the resourceVersion it was first seen with (its create's, when watched); the
+    # API server's resourceVersion is one global counter (etcd's revision), so comparing it with
+    # the RayCluster's deletion orders the two exactly, whatever order the watches deliver them.
+    head_rv: dict[str, int] = field(default_factory=dict)
+    cluster_deleted_rv: dict[str, int] = field(default_factory=dict)
     events: int = 0
     watch_breaks: int = 0
     violations: list[Violation] = field(default_factory=list)
     _task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        rv = await self._relist()
-        self._task = asyncio.create_task(self._run(rv))
+    _rc_task: asyncio.Task[None] | None = None
 
-    async def _relist(self) -> str:
+    async def start(self) -> None:
+        rv = await self._relist(POD)
+        self._task = asyncio.create_task(self._run(POD, rv))
+        self._rc_task = asyncio.create_task(self._run(RC, await self._relist(RC)))
+
+    async def _relist(self, res: Resource) -> str:
         """List (at start, and after a watch broke: the API server restarted, or 410 Gone), then
         watch on from the list's version; the live heads are what the list shows."""
+        if res is RC:
+            _, rv = await self.client.list_all(RC, namespace=NS)
+            return str(rv)  # (a RayCluster deleted during the break: its heads count as before)
         items, rv = await self.client.list_all(POD, namespace=NS, label_selector="ray.io/cluster")
         self.live_heads = {}
         for item in items:
             self._record("ADDED", item.get("metadata") or {})
         return str(rv)
 
-    async def _run(self, rv: str) -> None:
+    async def _run(self, res: Resource, rv: str) -> None:
+        selector = "ray.io/cluster" if res is POD else None
         while True:
             try:
-                async for event in self.client.watch(POD, resource_version=rv, namespace=NS,
-                                                     label_selector="ray.io/cluster", timeout_s=300):
+                async for event in self.client.watch(res, resource_version=rv, namespace=NS,
+                                                     label_selector=selector, timeout_s=300):
                     meta = event.object.get("metadata") or {}
                     rv = str(meta.get("resourceVersion") or rv)
-                    if event.type != "BOOKMARK":
+                    if event.type == "BOOKMARK":
+                        continue
+                    if res is POD:
                         self._record(event.type, meta)
+                    elif event.type == "DELETED" and str(meta.get("name", "")).startswith(self.prefix):
+                        self.cluster_deleted_rv[str(meta["name"])] = int(rv)
                 continue  # the server ended this watch (timeout): go on from rv
             except asyncio.CancelledError:
                 raise
@@ -65,11 +82,11 @@ class PodRecorder:
             while True:
                 await asyncio.sleep(0.2)
                 try:
-                    rv = await self._relist()
+                    rv = await self._relist(res)
                     break
                 except asyncio.CancelledError:
                     raise
-                except Exception:  # noqa: BLE001 - still down
+                except Exception:  # noqa: BLE001, S112 - still down
                     continue
 
     def _record(self, kind: str, meta: dict[str, Any]) -> None:
@@ -85,6 +102,7 @@ class PodRecorder:
             return
         if kind == "ADDED":
             self.heads_created.setdefault(cluster, set()).add(name)
+            self.head_rv.setdefault(name, int(meta.get("resourceVersion") or 0))
         heads = self.live_heads.setdefault(cluster, set())
         if kind == "DELETED" or meta.get("deletionTimestamp"):
             heads.discard(name)
@@ -97,14 +115,36 @@ class PodRecorder:
 
     def duplicate_heads(self) -> list[Violation]:
         """The soak never deletes a head Pod, and no fault removes one (the simulated kubelet keeps
-        Pods across API server restarts): a second head ever created for one cluster can only be a
-        create applied twice (a batch redelivered past the ledger)."""
-        return [Violation("no batch applied twice (one head Pod ever created per cluster)",
-                          f"{cluster}: {sorted(names)}")
-                for cluster, names in self.heads_created.items() if len(names) > 1]
+        Pods across API server restarts): a second head created while its RayCluster still
+        existed can only be a create applied twice (a batch redelivered past the ledger) or a
+        decision on a cache missing the first head."""
+        out = []
+        for cluster, names in self.heads_created.items():
+            alive = sorted(n for n in names if not self._after_delete(cluster, n))
+            if len(alive) > 1:
+                out.append(Violation("no batch applied twice (one head Pod created per cluster while it exists)",
+                                     f"{cluster}: {alive}"))
+        return out
+
+    def heads_after_delete(self) -> dict[str, list[str]]:
+        """Heads created after their RayCluster was deleted (the GC removes them): KubeRay's
+        informer lags a deletion too, so one such head can happen; more means the reconciler
+        kept deciding on a RayCluster it should have seen go (the watcher's RayCluster stream
+        stuck behind its Pod stream: the seed-7 bug)."""
+        out: dict[str, list[str]] = {}
+        for cluster, names in self.heads_created.items():
+            late = sorted(n for n in names if self._after_delete(cluster, n))
+            if late:
+                out[cluster] = late
+        return out
+
+    def _after_delete(self, cluster: str, head: str) -> bool:
+        deleted = self.cluster_deleted_rv.get(cluster)
+        return deleted is not None and self.head_rv.get(head, 0) > deleted
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        for task in (self._task, self._rc_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task

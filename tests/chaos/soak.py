@@ -17,6 +17,7 @@ import random
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +216,8 @@ async def run(args: argparse.Namespace) -> int:
     print(f"chaos soak: seed={args.seed} minutes={args.minutes} nats_nodes={args.nats_nodes} home={home}", flush=True)
     await asyncio.to_thread(stack.start)
     violations: list[Violation] = []
+    converge_s: float | None = None
+    late: dict[str, list[str]] = {}
     soak: Soak | None = None
     recorder: PodRecorder | None = None
     client: KubeClient | None = None
@@ -228,10 +231,15 @@ async def run(args: argparse.Namespace) -> int:
         print("faults over; waiting for convergence", flush=True)
         started = time.monotonic()
         violations += await soak.converged(args.converge_s)
-        print(f"converged in {time.monotonic() - started:.1f}s after the last fault", flush=True)
+        converge_s = time.monotonic() - soak.last_fault
+        print(f"converged {converge_s:.1f}s after the last fault "
+              f"(checking from {started - soak.last_fault:.1f}s)", flush=True)
         violations += await soak.steady(10.0)
         violations += await soak.streams_empty()
         violations += recorder.violations + recorder.duplicate_heads()
+        late = recorder.heads_after_delete()
+        violations += [Violation("at most one head Pod created after its RayCluster's deletion",
+                                 f"{cluster}: {names}") for cluster, names in late.items() if len(names) > 1]
     finally:
         if recorder is not None:
             await recorder.stop()
@@ -247,6 +255,11 @@ async def run(args: argparse.Namespace) -> int:
     summary = {"seed": args.seed, "minutes": args.minutes, "nats_nodes": args.nats_nodes,
                "faults": len(soak.faults) if soak else 0,
                "fault_kinds": sorted({f.split()[1] for f in soak.faults}) if soak else [],
+               "faults_per_kind": dict(Counter(f.split()[1] for f in soak.faults)) if soak else {},
+               "converged_s_after_last_fault": round(converge_s, 1) if converge_s is not None else None,
+               "clusters": len(recorder.created) if recorder else 0,
+               "heads_created": sum(map(len, recorder.heads_created.values())) if recorder else 0,
+               "heads_created_after_cluster_deleted": late,
                "ops": soak.ops if soak else {}, "pod_events": recorder.events if recorder else 0,
                "watch_relists": recorder.watch_breaks if recorder else 0,
                "violations": [v.__dict__ for v in violations]}
