@@ -16,7 +16,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from nats.js.errors import KeyWrongLastSequenceError, NoKeysError, NotFoundError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import APIError, KeyWrongLastSequenceError, NoKeysError, NotFoundError
 from nats.js.kv import KeyValue
 
 from raybus.bus import subjects as s
@@ -40,6 +41,7 @@ class PartitionLeases:
         self._ttl = ttl_s
         self.held: dict[int, int] = {}  # partition -> KV revision we wrote last
         self._renewed_at: dict[int, float] = {}
+        self._members_seen = 1
 
     def _preference(self) -> list[int]:
         # Rendezvous hashing: each replica prefers a different, stable subset of partitions, so
@@ -54,7 +56,15 @@ class PartitionLeases:
             keys = await self._kv.keys()
         except (NotFoundError, NoKeysError):
             return 1
-        return max(1, sum(1 for k in keys if k.startswith(prefix)))
+        except (APIError, NatsTimeoutError) as exc:
+            # keys() makes an ephemeral consumer; right after SIGKILLs (their consumers not yet
+            # expired) or a NATS node restart the server may refuse it ("maximum consumers limit
+            # reached", seen in the chaos soak). The member count only sizes the fair share, so
+            # the last one seen does until the next tick; failing here made a restarted replica exit.
+            log.warning("lease members unknown, keeping the last count", extra={"error": str(exc)})
+            return self._members_seen
+        self._members_seen = max(1, sum(1 for k in keys if k.startswith(prefix)))
+        return self._members_seen
 
     def valid(self, partition: int) -> bool:
         """False once a renewal has been missing for half the TTL (stop acting before expiry)."""
