@@ -21,8 +21,7 @@ from typing import Any
 
 from kubernetes_asyncio import client as kclient
 
-from raybus.adapters.kube import KubeClient, KubeError, Resource, new_api_client
-from raybus.adapters.kube import _no_env_lookups
+from raybus.adapters.kube import KubeClient, KubeError, Resource, _no_env_lookups, new_api_client
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
