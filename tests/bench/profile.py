@@ -3,7 +3,7 @@
 `bench_clusters --profile DIR` attaches `py-spy record --format raw` (collapsed stacks) to every
 raybus process from apply to all-ready and prints, per process, the functions with the most
 samples on-CPU by self time and by inclusive time: the flame graph as a table, so two runs can be
-compared in a note. py-spy is not a project dependency (`pip install py-spy` into the venv).
+compared in a note. py-spy is a dev dependency (requirements.lock).
 """
 
 from __future__ import annotations

@@ -17,9 +17,11 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from nats.aio.client import Client as NATS
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
@@ -90,6 +92,8 @@ class Watcher:
         self.published = 0
         # Trigger publishes still waiting for their JetStream acks (see _publish).
         self._triggering: set[asyncio.Task[None]] = set()
+        # (target, kind, scope) -> None: a trigger is in flight; _Waiting: and a newer change
+        self._trigger_waiting: dict[tuple[Route, str, str], _Waiting | None] = {}
 
     @property
     def nc(self) -> NATS:
@@ -298,13 +302,27 @@ class Watcher:
         # The trace starts here: every reconcile and API write this change causes joins it.
         with tracer.start_as_current_span("watch-event", attributes={"raybus.cause": cause}):
             seq = await publish_object(js, event, msg_id=msg_id(kind, obj, event_type=etype))
-            if targets:
+            # One trigger in flight per (target, kind, scope): a change while one is on its way
+            # only leaves the newest (seq, cause) waiting, published once that one is acked
+            # (_follow_up). The reconcile that trigger starts waits for the newest seq, so it
+            # sees every change folded into it; the trigger stream would keep only one of them
+            # pending anyway (1 per subject). Per kind and scope, because the cache applies
+            # each kind's (and scope's) events on its own consumer.
+            fresh: list[Route] = []
+            for r in targets:
+                waiting = (r, kind.value, scope)
+                if waiting in self._trigger_waiting:
+                    self._trigger_waiting[waiting] = _Waiting(seq, cause, otel_context.get_current())
+                else:
+                    self._trigger_waiting[waiting] = None
+                    fresh.append(r)
+            if fresh:
                 # The triggers' acks are not waited for here: the next event's object publish
                 # goes out meanwhile (one flush, one round trip for both), instead of one round
                 # trip per message. Each trigger still carries `seq`, so the order in which they
-                # land does not matter; a failed one is retried (_trigger), and at most
+                # land does not matter; a failed one is retried (_send_triggers), and at most
                 # MAX_TRIGGERING are in flight.
-                task = asyncio.create_task(self._trigger(js, targets, cause=cause, seq=seq,
+                task = asyncio.create_task(self._trigger(js, tuple(fresh), cause=cause, seq=seq,
                                                          kind=kind, scope=scope))
                 self._triggering.add(task)
                 task.add_done_callback(self._triggering.discard)
@@ -316,6 +334,24 @@ class Watcher:
 
     async def _trigger(self, js: Any, targets: tuple[Route, ...], *, cause: str, seq: int,
                        kind: s.Kind, scope: str) -> None:
+        await self._send_triggers(js, targets, cause=cause, seq=seq, kind=kind, scope=scope)
+        await asyncio.gather(*(self._follow_up(js, r, kind=kind, scope=scope) for r in targets))
+
+    async def _follow_up(self, js: Any, r: Route, *, kind: s.Kind, scope: str) -> None:
+        """Publish what changed for `r` while its trigger was on the way, until nothing did."""
+        waiting = (r, kind.value, scope)
+        while (newest := self._trigger_waiting.get(waiting)) is not None:
+            self._trigger_waiting[waiting] = None
+            token = otel_context.attach(newest.ctx)  # the trace of the newest change
+            try:
+                await self._send_triggers(js, (r,), cause=newest.cause, seq=newest.seq,
+                                          kind=kind, scope=scope)
+            finally:
+                otel_context.detach(token)
+        self._trigger_waiting.pop(waiting, None)
+
+    async def _send_triggers(self, js: Any, targets: tuple[Route, ...], *, cause: str, seq: int,
+                             kind: s.Kind, scope: str) -> None:
         pending = list(targets)
         delay = 0.1
         while pending:
@@ -338,6 +374,13 @@ class Watcher:
 
 
 MAX_TRIGGERING = 256
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    seq: int
+    cause: str
+    ctx: otel_context.Context
 
 
 def create_app(settings: CommonSettings) -> Watcher:

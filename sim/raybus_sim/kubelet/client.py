@@ -21,8 +21,7 @@ from typing import Any
 
 from kubernetes_asyncio import client as kclient
 
-from raybus.adapters.kube import KubeClient, KubeError, Resource, new_api_client
-from raybus.adapters.kube import _no_env_lookups
+from raybus.adapters.kube import KubeClient, KubeError, Resource, _no_env_lookups, new_api_client
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -34,6 +33,9 @@ CONFIGMAP = Resource(group="", version="v1", plural="configmaps", kind="ConfigMa
 NODE = Resource(group="", version="v1", plural="nodes", kind="Node", namespaced=False)
 LEASE = Resource(group="coordination.k8s.io", version="v1", plural="leases", kind="Lease", namespaced=True)
 LEASE_NS = "kube-node-lease"
+# Pod writes in flight at once (the client's pool holds 100 connections, four of them the
+# informers' watches): a write waits here, not in the pool, where the request timeout runs.
+WRITES_IN_FLIGHT = 32
 LEASE_S = 40  # the kubelet's default node lease duration; renewed every quarter of it
 
 
@@ -138,6 +140,7 @@ class ClusterView:
         self.secrets = Informer(client, SECRET)
         self.configmaps = Informer(client, CONFIGMAP)
         self._tasks: list[asyncio.Task[None]] = []
+        self._writes = asyncio.Semaphore(WRITES_IN_FLIGHT)
 
     @classmethod
     async def from_kubeconfig(cls, path: str) -> ClusterView:
@@ -167,13 +170,32 @@ class ClusterView:
         return informer.get(namespace, name)
 
     # --- writes ----------------------------------------------------------------------------------
+    async def _retrying(self, method: str, path: str, *, body: object,
+                        content_type: str = "application/json") -> None:
+        """A Pod write retried while the failure is transient (a timeout, 429, 5xx), as the kubelet's
+        status manager and the scheduler's binding cycle retry: a busy API server (1,000 clusters
+        applied at once) must slow the node down, not leave Pods stuck half-started forever.
+        Bounded in flight, so queued writes wait here rather than time out in the connection pool."""
+        delay = 0.1
+        while True:
+            try:
+                async with self._writes:
+                    await self.client.request(method, path, body=body, content_type=content_type)
+                return
+            except KubeError as err:
+                if not err.transient:
+                    raise
+                log.debug("%s %s: %s; retrying", method, path, err)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> bool:
         """The scheduler's pods/binding: spec.nodeName (and PodScheduled) for this incarnation."""
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "uid": uid},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
-            await self.client.request("POST", POD.path(namespace=namespace, name=name, subresource="binding"),
-                                      body=body)
+            await self._retrying("POST", POD.path(namespace=namespace, name=name, subresource="binding"),
+                                 body=body)
         except KubeError as err:
             log.debug("bind %s/%s: %s", namespace, name, err)
             return False
@@ -184,8 +206,8 @@ class ClusterView:
         ops = [{"op": "test", "path": "/metadata/uid", "value": uid},
                {"op": "add", "path": "/status", "value": status}]
         try:
-            await self.client.request("PATCH", POD.path(namespace=namespace, name=name, subresource="status"),
-                                      body=ops, content_type="application/json-patch+json")
+            await self._retrying("PATCH", POD.path(namespace=namespace, name=name, subresource="status"),
+                                 body=ops, content_type="application/json-patch+json")
         except KubeError as err:
             if not err.not_found:
                 log.warning("pod status %s/%s: %s %s", namespace, name, err.code, err)

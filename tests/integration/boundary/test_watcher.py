@@ -104,6 +104,41 @@ async def test_labelled_pod_triggers_its_cluster_and_unrelated_pods_are_ignored(
         await nc.close()
 
 
+async def test_a_burst_for_one_cluster_ends_with_a_trigger_for_its_last_event(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    """Triggers to one target are folded while one is in flight (watcher._follow_up): never
+    more triggers than events, and the last one always carries the last event's sequence."""
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    watcher = await start_watcher(nats_server.url, kubeconfig)
+    sent: list[Trigger] = []
+
+    async def on_trigger(msg: Any) -> None:
+        sent.append(Trigger.model_validate_json(msg.data))
+
+    async def last_sent() -> bool:
+        return bool(sent) and sent[-1].objects_seq == max(seqs)
+
+    sub = await nc.subscribe(s.trigger_subject(s.Controller.CLUSTER, namespace="default", name="burst"),
+                             cb=on_trigger)
+    try:
+        labels = {"ray.io/cluster": "burst", "ray.io/node-type": "worker"}
+        await asyncio.gather(*(kube.create(POD, pod(f"burst-worker-{i}", labels), namespace="default")
+                               for i in range(30)))
+        seqs = [(await object_event(js, s.Kind.POD, f"burst-worker-{i}"))[1] for i in range(30)]
+        last = await trigger(js, s.Controller.CLUSTER, "burst", min_seq=max(seqs))
+        assert last.objects_seq == max(seqs)
+        await until(last_sent, what="the last trigger on the wire")
+        assert 1 <= len(sent) <= 30
+        assert [t.objects_seq for t in sent] == sorted(t.objects_seq for t in sent)
+    finally:
+        await sub.unsubscribe()
+        await watcher.stop()
+        await kube.close()
+        await nc.close()
+
+
 async def test_watch_resumes_after_apiserver_restart_without_relisting(
         nats_server: NatsServer, crd_dir: Path, tmp_path: Path) -> None:
     port, state = free_port(), tmp_path / "apiserver-state.json"
