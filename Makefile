@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest test test-unit test-integration test-realray rayvenv lint run bench chaos chaos-short crds lock clean images compose-test
+.PHONY: venv envtest test test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds lock clean images compose-test
 
 venv: $(STAMP)
 
@@ -49,6 +49,10 @@ $(RAYVENV)/.installed:
 # processes). Needs root (or user namespaces); the tests fail, never skip, outside the namespace.
 test-realray: venv rayvenv
 	unshare --net --pid --fork --mount-proc sh -c 'ip link set lo up && RAYBUS_REALRAY_NS=1 $(BIN)/pytest -q -p no:cacheprovider tests/integration/realray $(REALRAY_ARGS)'
+
+# A measurement on a real head, not part of make test (tests/integration/realray/check_pushed_serve.py).
+measure-serve-push: venv rayvenv
+	unshare --net --pid --fork --mount-proc sh -c 'ip link set lo up && RAYBUS_REALRAY_NS=1 $(BIN)/pytest -q -p no:cacheprovider -s tests/integration/realray/check_pushed_serve.py'
 
 test-unit: venv
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)

@@ -43,7 +43,10 @@ async def _healthz(http: httpx.AsyncClient, head: RayHead) -> str:
 
 
 async def _app_now(dashboard: RayDashboardClient) -> str:
-    app = (await dashboard.get_multi_application_status()).get("app1")
+    try:
+        app = (await dashboard.get_multi_application_status()).get("app1")
+    except DashboardTransientError as exc:  # a dashboard too busy to answer while Serve starts
+        return type(exc).__name__
     return "absent" if app is None else str(app.status)
 
 
