@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -120,18 +120,22 @@ class RayEventBatch(BaseModel):
     events: list[RayEvent]
 
 
-def ended_submissions(events: Iterable[RayEvent]) -> set[str]:
-    """Submission ids whose job supervisor actor died in these events (their job is terminal)."""
-    ended: set[str] = set()
+def _actor_deaths(events: Iterable[RayEvent]) -> Iterator[ActorDiedContext]:
+    """The death context of every actor that turned DEAD in these events."""
     for event in events:
         life = event.actor_lifecycle
         if event.event_type != "ACTOR_LIFECYCLE_EVENT" or life is None:
             continue
         for transition in life.transitions:
             died = transition.death_cause.actor_died if transition.death_cause else None
-            if transition.state == "DEAD" and died is not None and died.name.startswith(JOB_SUPERVISOR_PREFIX):
-                ended.add(died.name[len(JOB_SUPERVISOR_PREFIX):])
-    return ended
+            if transition.state == "DEAD" and died is not None:
+                yield died
+
+
+def ended_submissions(events: Iterable[RayEvent]) -> set[str]:
+    """Submission ids whose job supervisor actor died in these events (their job is terminal)."""
+    return {died.name[len(JOB_SUPERVISOR_PREFIX):] for died in _actor_deaths(events)
+            if died.name.startswith(JOB_SUPERVISOR_PREFIX)}
 
 
 def serve_actor_deaths(events: Iterable[RayEvent]) -> int:
@@ -140,13 +144,4 @@ def serve_actor_deaths(events: Iterable[RayEvent]) -> int:
     a death (a replica crashing or failing its health checks is killed and replaced; `serve
     shutdown` or a dead controller ends them all), so each one is a cheap "read Serve now" signal
     (deploys and scale-downs cause some too: a read more while the cadence is fast anyway)."""
-    deaths = 0
-    for event in events:
-        life = event.actor_lifecycle
-        if event.event_type != "ACTOR_LIFECYCLE_EVENT" or life is None:
-            continue
-        for transition in life.transitions:
-            died = transition.death_cause.actor_died if transition.death_cause else None
-            if transition.state == "DEAD" and died is not None and died.ray_namespace == SERVE_NAMESPACE:
-                deaths += 1
-    return deaths
+    return sum(1 for died in _actor_deaths(events) if died.ray_namespace == SERVE_NAMESPACE)
