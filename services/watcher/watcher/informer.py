@@ -19,6 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
+
 from raybus.adapters.kube import KubeClient, KubeError, resource_for
 from watcher.routing import WatchSpec, diff_relist, meta
 
@@ -105,18 +107,19 @@ class Informer:
         informer went on: the reconciler saw a deleted RayCluster's Pods vanish (garbage
         collected) but not the RayCluster's own deletion, and created up to 7 head Pods that
         the GC removed again. Events of one kind stay in order: the watch waits meanwhile."""
-        delay = PUBLISH_RETRY_S
-        while True:
-            try:
+        async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=PUBLISH_RETRY_S, min=PUBLISH_RETRY_S,
+                                                                 max=PUBLISH_RETRY_MAX_S),
+                                           retry=retry_if_exception_type(Exception),
+                                           before_sleep=self._publish_failed, reraise=True):
+            with attempt:
                 return await self._sink(etype, obj, old)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - NATS down or electing a leader: retry
-                self.publish_failures += 1
-                log.warning("publish failed; retrying", extra={"kind": self.spec.kind.value, "type": etype,
-                                                               "error": repr(exc), "retry_s": delay})
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, PUBLISH_RETRY_MAX_S)
+        raise AssertionError("unreachable: AsyncRetrying retries forever")
+
+    def _publish_failed(self, state: RetryCallState) -> None:
+        self.publish_failures += 1
+        log.warning("publish failed; retrying", extra={
+            "kind": self.spec.kind.value, "error": repr(state.outcome.exception() if state.outcome else None),
+            "retry_s": state.next_action.sleep if state.next_action else None})
 
     async def run(self) -> None:
         need_list = not self.synced.is_set()
