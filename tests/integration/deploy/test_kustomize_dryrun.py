@@ -62,7 +62,13 @@ def test_every_object_passes_a_dry_run_on_the_real_server(control_plane: Any, ta
     create_namespaces(control_plane, docs)
     result = dry_run(control_plane, KUSTOMIZE / target, server_side=server_side)
     assert result.returncode == 0, result.stderr
-    assert result.stderr == ""  # no error and no warning (deprecated API, unknown field, ...)
+    # No error and no warning (deprecated API, unknown field, ...). One warning is kubectl's, not
+    # the install's: the CRDs exist already when an earlier test on this shared control plane
+    # installed them without client-side apply; the first `kubectl apply` then adds the annotation.
+    warnings = [line for line in result.stderr.splitlines()
+                if not (line.startswith("Warning: resource customresourcedefinitions/")
+                        and "missing the kubectl.kubernetes.io/last-applied-configuration" in line)]
+    assert warnings == [], result.stderr
     lines = result.stdout.splitlines()
     done = DRY_RUN if server_side else "(server dry run)"
     assert len(lines) == len(docs) and all(line.endswith(done) for line in lines), result.stdout
