@@ -171,6 +171,11 @@ async def test_upgrade_aborted_by_a_second_spec_change(kube: Kube, services: Ser
     try:
         await services.set_head_env(name, "UPGRADE", "1")
         first = pending_name(await services.wait(name, lambda r: pending_name(r) != "", timeout=30, what="pending"))
+        # As KubeRay, the pending cluster's name is written to the status first and the cluster is
+        # created by a later reconcile, from the spec current then: a second change landing in
+        # between would be the first cluster's spec (seen on a loaded machine), and no cluster
+        # would ever be abandoned. So the second change waits for the first cluster to exist.
+        await kube.eventually(lambda: _true(first in watch.lives), timeout=30, what=f"{first} created")
         hold = await hold_readiness(kube, f"ray.io/cluster={first}")
         await services.set_head_env(name, "UPGRADE", "2")
     finally:
@@ -261,8 +266,9 @@ async def test_service_reconciler_sigkill_between_promotion_and_deletion(
     assert deleted is not None
     assert deleted >= due - 0.3, f"deleted {due - deleted:.1f}s before its deadline"
     # Not never: a replica holds the partition again at most a lease TTL (10 s) + a lease round
-    # after the SIGKILL, and honours the deadline at once (slack for a loaded machine).
-    assert deleted <= max(due, killed + 12.5) + 10.0, f"deleted {deleted - due:.1f}s after its deadline"
+    # after the SIGKILL, and honours the deadline at once. The slack is for a loaded machine (26 s
+    # late was seen at load 18 with two test workers); a moved deadline is caught by `seen` above.
+    assert deleted <= max(due, killed + 12.5) + 30.0, f"deleted {deleted - due:.1f}s after its deadline"
     assert await services.clusters(name) == [active_name(await services.get(name))]
 
     async def forgotten() -> bool:  # its cluster is gone: nothing left to schedule
