@@ -1,17 +1,22 @@
 """The API server's fault switch (sim/raybus_sim/apiserver/faults.py), as the chaos soak uses it:
 429 with Retry-After, 500 InternalError and a hang then 504 Timeout, for a ServiceAccount's
-requests only, for a bounded time."""
+requests only, for a bounded time; and raybus's Kubernetes client riding out a 429 as client-go
+does."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
+import pytest
 
-from raybus_sim.apiserver import RunningApiServer
+from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for, retry_after
+from raybus_sim.apiserver import RunningApiServer, write_kubeconfig
 from raybus_sim.apiserver.auth import ADMIN_TOKEN
 
 PODS = "/api/v1/namespaces/default/pods"
+POD = resource_for("v1", "Pod")
 
 
 async def test_the_fault_switch_answers_like_kube_apiserver_then_ends(server: RunningApiServer) -> None:
@@ -53,3 +58,35 @@ async def test_the_fault_switch_answers_like_kube_apiserver_then_ends(server: Ru
             pass
         assert (await http.get(PODS, headers=sa)).status_code == normal
         assert (await http.post("/sim/apiserver/faults", json={"kind": "418"})).status_code == 400
+
+
+async def test_the_kube_client_waits_out_a_429_like_client_go(server: RunningApiServer, tmp_path: Path) -> None:
+    """client-go sleeps Retry-After and sends a 429'd request again (up to 10 times); a 500
+    without Retry-After is the caller's error at once."""
+    kube = KubeClient(await new_api_client(str(write_kubeconfig(tmp_path / "kc", server.url))))
+    try:
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            await http.post("/sim/apiserver/faults", json={"kind": "429", "seconds": 1.5, "admin": True})
+            started = time.monotonic()
+            page = await kube.list_page(POD, namespace="default")  # before: KubeError 429
+            assert page["items"] == [] and time.monotonic() - started >= 1.0
+            served = (await http.get("/sim/apiserver/faults")).json()["served"]
+            assert served["429"] >= 2  # one per Retry-After second
+
+            await http.post("/sim/apiserver/faults", json={"kind": "500", "seconds": 30, "admin": True})
+            with pytest.raises(KubeError) as err:
+                await kube.list_page(POD, namespace="default")
+            assert err.value.code == 500
+            assert (await http.get("/sim/apiserver/faults")).json()["served"]["500"] == 1
+            await http.delete("/sim/apiserver/faults")
+    finally:
+        await kube.close()
+
+
+def test_retry_after_follows_check_wait() -> None:
+    assert retry_after(429, {"Retry-After": "1"}) == 1.0
+    assert retry_after(503, {"Retry-After": "2"}) == 2.0
+    assert retry_after(500, {}) is None  # a 5xx without Retry-After: not retried
+    assert retry_after(429, {"Retry-After": "soon"}) is None
+    assert retry_after(409, {"Retry-After": "1"}) is None
+    assert retry_after(429, {"Retry-After": "3600"}) == 30.0
