@@ -18,7 +18,8 @@ async def test_two_minute_soak_holds_every_invariant(tmp_path: Path) -> None:
     args = argparse.Namespace(minutes=2.0, seed=SEED, nats_nodes=3, converge_s=120.0, home=str(tmp_path))
     rc = await run(args)
     summary = json.loads((tmp_path / "soak-result.json").read_text())
-    assert summary["violations"] == [], json.dumps(summary["violations"], indent=2)
+    # (the services' logs stay in tmp_path/logs; pytest keeps only the last 3 runs' tmp dirs)
+    assert summary["violations"] == [], f"{json.dumps(summary['violations'], indent=2)}\nlogs: {tmp_path / 'logs'}"
     assert rc == 0
     assert set(summary["fault_kinds"]) == set(FAULTS), summary["fault_kinds"]
     assert summary["pod_events"] > 0 and summary["ops"].get("create", 0) >= 3
