@@ -9,7 +9,7 @@
 - connection errors back off exponentially (client-go's backoff manager: 0.8s..30s), but an
   informer that reaches the API server again wakes the others sleeping on a connection error or
   a 5xx (`Reconnect`, one per watcher): they all talk to that one server.
-- a failed publish to NATS is retried in place (0.1..2 s), never through that backoff.
+- a failed publish to NATS is retried in place (0.1..0.5 s), never through that backoff.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ from watcher.routing import WatchSpec, diff_relist, meta
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
-# A failed publish is retried after 0.1 s, doubling up to 2 s: a JetStream leader election
+# A failed publish is retried after 0.1 s, doubling up to 0.5 s: a JetStream leader election
 # takes a few seconds, and every second the watcher stays behind is a second a reconciler
-# decides on objects the API server has already changed.
+# decides on objects the API server has already changed. (2 s was too coarse: in a NATS node
+# restart the Pod informer's publishes got through between the RayCluster informer's retries,
+# ~7 s behind, and a deleted RayCluster got a second head, chaos-short seed 1.)
 PUBLISH_RETRY_S = 0.1
-PUBLISH_RETRY_MAX_S = 2.0
+PUBLISH_RETRY_MAX_S = 0.5
 Key = tuple[str, str]
 # sink(event_type, object, previously published object or None) -> keep tracking the object?
 Sink = Callable[[str, Json, Json | None], Awaitable[bool]]
