@@ -108,9 +108,7 @@ class Soak:
         first = sorted(set(FAULTS))
         self.rng.shuffle(first)
         while time.monotonic() < until:
-            # The first round goes faster (2-6 s apart): the 2-minute soak in `make test` must
-            # cover every kind even when a loaded machine stretches each fault.
-            await asyncio.sleep(self.rng.uniform(2.0, 6.0) if first else self.rng.uniform(4.0, 12.0))
+            await asyncio.sleep(self.rng.uniform(4.0, 12.0))
             if time.monotonic() >= until:
                 break
             kind = first.pop() if first else self.rng.choice(FAULTS)
