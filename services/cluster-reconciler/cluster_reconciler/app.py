@@ -103,7 +103,8 @@ class ClusterReconciler:
             # that RayCluster again. Here the partition may move to a replica whose cache still
             # lags the deletion (a NATS node restart delays one kind's ordered consumer); it found
             # no expectations and created a head Pod and every worker again, under new names, for
-            # Pods the previous owner had just created (chaos soak, seed 1: 2 heads 2.6 s apart).
+            # Pods the previous owner had just created (what tests/integration/bus/
+            # test_cluster_expectations_handover.py shows; the chaos soak's symptom, seed 1).
             # Kept, they hold that replica back as they held the previous owner; tagged with the
             # uid, they never hold back a new RayCluster of the same name.
             await store.expire(EXPECTATIONS, namespace=key.namespace, name=key.name,

@@ -144,8 +144,8 @@ class Admission:
         already holds the batch (claimed earlier, so admitted then: this is a redelivery, e.g.
         its Outcome publish failed in a NATS node restart), and the caller must answer it the
         ledger's way instead. A refusal answers "not applied"; for a batch whose creates landed
-        that made the reconciler drop their expectations and create the Pods again (chaos soak,
-        seed 1: a second head Pod after a deletion)."""
+        that made the reconciler drop their expectations and create the Pods again
+        (tests/integration/boundary/test_admission_ledger.py)."""
         verdict = self.verdict(batch, subject=msg.subject, status=status)
         started = time.monotonic()
         held = verdict.retry
