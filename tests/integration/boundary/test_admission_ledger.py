@@ -1,13 +1,13 @@
-"""Admission and the command ledger agree (chaos soak, seed 1: two head Pods after a deletion).
+"""Admission and the command ledger agree (found in the code while chasing the 2-minute soak's
+"two head Pods after a deletion"; the failure seen with logs was another cause, see README).
 
 A command batch is redelivered when its handler failed after the API writes: the Outcome or the
 ledger's `finish` publish failed during a NATS node restart ("handler failed; redelivering",
 NoStreamResponseError), or a transient API error mid-batch released it after its first creates
 landed. If its RayCluster was deleted meanwhile, admission refused the redelivery and answered
 "403, not applied" for every command, although the ledger said the batch was done (or partly
-applied). The reconciler believed it, dropped the batch's create expectations, and (its cache still
-holding the RayCluster, as KubeRay's informer lags a deletion) created a new head Pod and all the
-workers again. Now a refusal first revokes the batch in the ledger (create-if-absent), and a batch
+applied). The reconciler believed it and dropped the batch's create expectations (their names
+queued for reuse: the creates would be decided again). Now a refusal first revokes the batch in the ledger (create-if-absent), and a batch
 the ledger already knows goes the ledger's way: answered from its results when done, taken over
 and re-applied (idempotent, named creates) when a released or lapsed claim holds it. Real
 nats-server, local API server, real watcher and executor.
