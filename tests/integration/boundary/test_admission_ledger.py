@@ -7,10 +7,10 @@ NoStreamResponseError), or a transient API error mid-batch released it after its
 landed. If its RayCluster was deleted meanwhile, admission refused the redelivery and answered
 "403, not applied" for every command, although the ledger said the batch was done (or partly
 applied). The reconciler believed it and dropped the batch's create expectations (their names
-queued for reuse: the creates would be decided again). Now a refusal first revokes the batch in the ledger (create-if-absent), and a batch
-the ledger already knows goes the ledger's way: answered from its results when done, taken over
-and re-applied (idempotent, named creates) when a released or lapsed claim holds it. Real
-nats-server, local API server, real watcher and executor.
+queued for reuse: the creates would be decided again). Now a refusal first revokes the batch in
+the ledger (create-if-absent), and a batch the ledger already knows goes the ledger's way:
+answered from its results when done, taken over and re-applied (idempotent, named creates) when a
+released or lapsed claim holds it. Real nats-server, local API server, real watcher and executor.
 """
 
 from __future__ import annotations
