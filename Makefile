@@ -71,10 +71,9 @@ bench: venv
 chaos: venv
 	$(BIN)/python -m tests.chaos.soak $(CHAOS_ARGS)
 
-# The 2-minute soak (seed 1, every fault kind) as a pytest test; not part of `make test` (its file
-# is named check_*.py so pytest does not collect it from tests/).
+# The 2-minute soak (seed 1, every fault kind) as a pytest test; also collected by `make test`.
 chaos-short: venv
-	$(BIN)/pytest -q -p no:cacheprovider tests/chaos/check_soak_short.py
+	$(BIN)/pytest -q -p no:cacheprovider tests/chaos/test_soak_short.py
 
 crds: venv
 	$(BIN)/python -m raybus.api.crdgen deploy/crds

@@ -4,7 +4,8 @@ The whole local stack (2 replicas of every reconciler, NATS as a 3-node JetStrea
 every stream on all nodes) runs a mixed RayCluster workload (creates, scale up/down,
 autoscaler-style `workersToDelete` patches, deletes) while a fault injector, driven by the seed,
 SIGKILLs and restarts raybus processes, one NATS node at a time, Redis, the simulated API
-server, and makes simulated Ray heads time out or answer garbage. A recorder watches every ray
+server, makes the API server answer 429 / 500 or time out for a few seconds, and makes simulated
+Ray heads time out or answer garbage. A recorder watches every ray
 Pod throughout. Exit 0 only when every invariant held; each breach is printed with its evidence.
 """
 
@@ -32,8 +33,9 @@ from tests.chaos.recorder import PodRecorder, Violation
 from tests.integration.e2e.conftest import Kube
 
 PREFIX = "soak-"
-FAULTS = ["service", "service", "nats-node", "redis", "apiserver", "head"]
+FAULTS = ["service", "service", "nats-node", "redis", "apiserver", "apiserver-errors", "head"]
 HEAD_FAULTS = ["timeout", "invalid_json", "html_502", "reset"]
+API_FAULTS = ["429", "500", "timeout"]  # sim/raybus_sim/apiserver/faults.py
 
 
 class Soak:
@@ -143,6 +145,17 @@ class Soak:
             # etcd keeps its state); the heads it also simulates restart with it.
             await asyncio.to_thread(st.restart, "kube-sim")
             return "restart kube-sim (API server + heads)"
+        if kind == "apiserver-errors":
+            # The API server throttles (429 + Retry-After), fails (500) or hangs (504) raybus's
+            # requests for a few seconds; the fault is over (last_fault) when the switch is.
+            fault, seconds = self.rng.choice(API_FAULTS), self.rng.uniform(3.0, 8.0)
+            ratio = self.rng.choice([0.5, 1.0])
+            async with httpx.AsyncClient() as http:
+                r = await http.post(f"{st.api_url}/sim/apiserver/faults", json={
+                    "kind": fault, "seconds": seconds, "ratio": ratio, "hang_s": 3.0})
+                await asyncio.sleep(seconds)
+                served = (await http.get(f"{st.api_url}/sim/apiserver/faults")).json()["served"]
+            return f"{fault} x{ratio} for {seconds:.1f}s ({r.status_code}, served {served})"
         names = await self.clusters()
         if not names:
             return "no cluster"

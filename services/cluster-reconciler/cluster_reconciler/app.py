@@ -47,7 +47,7 @@ class ClusterReconciler:
         self._ctx = ctx
         self._operator = operator
         self._inflight = InFlightWrites(differs=inconsistent_status)
-        self._memo: dict[ObjectKey, tuple[int, ScaleExpectations]] = {}
+        self._memo: dict[ObjectKey, tuple[int, str, ScaleExpectations]] = {}
         self._parsed: dict[ObjectKey, tuple[dict[str, Any], RayCluster]] = {}
         self._epoch: Callable[[ObjectKey], int] = lambda key: -1  # bound by the app
         ctx.outcomes.hooks.append(self._settle)
@@ -66,16 +66,19 @@ class ClusterReconciler:
         self._inflight.on_ready = look_again
         self._epoch = epoch
 
-    async def _load_expectations(self, key: ObjectKey) -> ScaleExpectations:
+    async def _load_expectations(self, key: ObjectKey, uid: str) -> ScaleExpectations:
         """Redis is the truth (another replica may have owned the key); within one ownership
-        epoch this replica is the only writer, so its own last write is what Redis holds."""
+        epoch this replica is the only writer, so its own last write is what Redis holds. They
+        are the RayCluster incarnation's (`uid`): another incarnation's are none of its own."""
         memo = self._memo.get(key)
         epoch = self._epoch(key)
-        if memo is not None and memo[0] == epoch:
-            return memo[1]
+        if memo is not None and memo[0] == epoch and memo[1] == uid:
+            return memo[2]
         stored = await self._ctx.store.load(EXPECTATIONS, namespace=key.namespace, name=key.name)
+        if stored and stored.get(UID_FIELD, uid) != uid:
+            stored = None
         expectations = ScaleExpectations.model_validate(stored) if stored else ScaleExpectations()
-        self._memo[key] = (epoch, expectations)
+        self._memo[key] = (epoch, uid, expectations)
         return expectations
 
     def _owned(self, kind: s.Kind, key: ObjectKey) -> list[dict[str, Any]]:
@@ -95,8 +98,17 @@ class ClusterReconciler:
         cache, store = self._ctx.cache, self._ctx.store
         raw = cache.get(s.Kind.RAYCLUSTER, key.namespace, key.name)
         if raw is None:
-            # RayClusterScaleExpectation.Delete on NotFound: nothing left to expect.
-            await store.delete(EXPECTATIONS, namespace=key.namespace, name=key.name)
+            # RayClusterScaleExpectation.Delete on NotFound, but kept in Redis for a while: KubeRay
+            # deletes them in the process whose informer saw the deletion, which never decides on
+            # that RayCluster again. Here the partition may move to a replica whose cache still
+            # lags the deletion (a NATS node restart delays one kind's ordered consumer); it found
+            # no expectations and created a head Pod and every worker again, under new names, for
+            # Pods the previous owner had just created (what tests/integration/bus/
+            # test_cluster_expectations_handover.py shows; the chaos soak's symptom, seed 1).
+            # Kept, they hold that replica back as they held the previous owner; tagged with the
+            # uid, they never hold back a new RayCluster of the same name.
+            await store.expire(EXPECTATIONS, namespace=key.namespace, name=key.name,
+                               seconds=DELETED_EXPECTATIONS_TTL_S)
             self._memo.pop(key, None)
             self._parsed.pop(key, None)
             self._ctx.outcomes.forget(key)
@@ -113,7 +125,7 @@ class ClusterReconciler:
             # The cache replaces the dict on every event (never mutates it), so identity is
             # exact; the decisions only copy the model, so it may be reused as is.
             self._parsed[key] = (raw, cluster)
-        expectations = await self._load_expectations(key)
+        expectations = await self._load_expectations(key, cluster.metadata.uid or "")
         batch_id = uuid.uuid4().hex
         batches = await self._ctx.batches.states(expectations.batches())
         # No await from here on: the Pods, Services, ... and the watermark must be one snapshot.
@@ -147,9 +159,10 @@ class ClusterReconciler:
         if decision.expectations != expectations:
             # Before publishing: a crash in between leaves expectations naming a batch that was
             # never published; the next reconcile revokes it through the ledger and re-decides.
+            uid = cluster.metadata.uid or ""
             await store.save(EXPECTATIONS, namespace=key.namespace, name=key.name,
-                             value=decision.expectations.model_dump(mode="json"))
-            self._memo[key] = (self._epoch(key), decision.expectations)
+                             value={**decision.expectations.model_dump(mode="json"), UID_FIELD: uid})
+            self._memo[key] = (self._epoch(key), uid, decision.expectations)
         requeue = decision.requeue_after
         if decision.status is not None and self._inflight.status_pending(key, decision.status):
             decision = decision.model_copy(update={"status": None})
@@ -198,6 +211,12 @@ class ClusterReconciler:
             RecordEvent(reason=message, target=ref, type="Warning",
                         event_reason="InvalidRayClusterSpec", message=message)])
         return Result()
+
+
+# The RayCluster uid stored with its expectations, and how long they outlive its deletion: longer
+# than any replica's cache can lag it (KubeRay's resync is 300 s).
+UID_FIELD = "uid"
+DELETED_EXPECTATIONS_TTL_S = 3600
 
 
 # A status change that only moves counters, desired resources or endpoints is written at most

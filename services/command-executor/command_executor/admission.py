@@ -47,6 +47,7 @@ _KINDS = {"RayCluster": s.Kind.RAYCLUSTER, "RayJob": s.Kind.RAYJOB, "RayService"
 GONE_KEPT = 65536  # deleted uids remembered (a batch naming one is refused without waiting)
 
 Report = Callable[[CommandBatch, list[CommandResult]], Awaitable[None]]
+Known = Callable[[], Awaitable[bool]]
 
 
 class RayObjects(ObjectCache):
@@ -135,8 +136,16 @@ class Admission:
         return policy.admit(controller=batch.controller, kind=batch.kind, namespace=batch.key.namespace,
                             name=batch.key.name, uid=batch.uid, commands=batch.commands, view=self._view)
 
-    async def check(self, msg: Msg, batch: CommandBatch, *, status: bool, report: Report) -> bool:
-        """True: apply it. False: the message is settled here (nak to look again later, or refused)."""
+    async def check(self, msg: Msg, batch: CommandBatch, *, status: bool, report: Report,
+                    known: Known | None = None) -> bool:
+        """True: apply it. False: the message is settled here (nak to look again later, or refused).
+
+        `known` (command batches) is asked right before a refusal: True when the command ledger
+        already holds the batch (claimed earlier, so admitted then: this is a redelivery, e.g.
+        its Outcome publish failed in a NATS node restart), and the caller must answer it the
+        ledger's way instead. A refusal answers "not applied"; for a batch whose creates landed
+        that made the reconciler drop their expectations and create the Pods again
+        (tests/integration/boundary/test_admission_ledger.py)."""
         verdict = self.verdict(batch, subject=msg.subject, status=status)
         started = time.monotonic()
         held = verdict.retry
@@ -156,6 +165,10 @@ class Admission:
                 "reconcile_id": batch.reconcile_id, "key": str(batch.key), "why": verdict.detail})
             await msg.nak(delay=self.retry_delay_s)
             return False
+        if known is not None and await known():
+            log.info("batch refused by admission is known to the ledger; answered from it", extra={
+                "reconcile_id": batch.reconcile_id, "key": str(batch.key), "reason": verdict.reason})
+            return True
         await self._refuse(msg, batch, verdict, report)
         return False
 

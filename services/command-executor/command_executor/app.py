@@ -26,6 +26,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from nats.aio.client import Client as NATS
@@ -195,7 +196,8 @@ class CommandExecutorService:
     # --- command batches: through the ledger ---------------------------------------------------------
     async def _handle_command(self, msg: Msg) -> None:
         batch = await self._decode(msg)
-        if batch is None or not await self._admit(msg, batch, status=False):  # before any claim
+        if batch is None or not await self._admit(msg, batch, status=False,  # before any claim
+                                                  known=lambda: self._known(batch.reconcile_id)):
             return
         assert self.ledger is not None
         holder = f"{self.settings.replica_id}/{uuid.uuid4().hex[:8]}"  # one per handling
@@ -223,14 +225,26 @@ class CommandExecutorService:
             MESSAGES.labels(SERVICE, "command", "failed" if batch_result.failed else "ok").inc()
             self.applied += 1
 
-    async def _admit(self, msg: Msg, batch: CommandBatch, *, status: bool) -> bool:
+    async def _admit(self, msg: Msg, batch: CommandBatch, *, status: bool,
+                     known: Callable[[], Awaitable[bool]] | None = None) -> bool:
         """Admission (issue 18): only a batch a reconciler could have produced is applied."""
         if self.admission is None:
             return True
-        admitted = await self.admission.check(msg, batch, status=status, report=self._report)
+        admitted = await self.admission.check(msg, batch, status=status, report=self._report,
+                                              known=known)
         if not admitted:
             MESSAGES.labels(SERVICE, "status" if status else "command", "not_admitted").inc()
         return admitted
+
+    async def _known(self, batch_id: str) -> bool:
+        """Before admission refuses a batch: revoke it in the ledger (create-if-absent), so the
+        refusal is final (no later copy can be claimed). False: revoked, refuse it. True: the
+        ledger had it from a claim, i.e. admitted before: the claim path answers it (done: its
+        recorded results; applying under a live lease: wait; released or lapsed: take it over
+        and re-apply, idempotent as every takeover)."""
+        assert self.ledger is not None
+        record = await self.ledger.revoke(batch_id, now=time.time())
+        return record is not None and record.state != "revoked"
 
     async def _answer_unclaimed(self, msg: Msg, batch: CommandBatch, record: BatchRecord | None) -> None:
         """A batch we may not apply: already done (redelivered/duplicated), revoked by its

@@ -34,7 +34,7 @@ from raybus.observability.metrics import MESSAGES
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.service import CommonSettings
 from raybus.runtime.tasks import cancel_and_wait
-from watcher.informer import Informer
+from watcher.informer import Informer, Reconnect
 from watcher.optional import served
 from watcher.routing import (
     SERVICE_NAME_LABEL,
@@ -76,6 +76,7 @@ class Watcher:
         self._specs = specs
         self._nc: NATS | None = None
         self.informers: list[Informer] = []
+        self._reconnect = Reconnect()  # one API server for all informers (informer.Reconnect)
         self._tasks: list[asyncio.Task[None]] = []  # one per informer, same index
         self._discovery: asyncio.Task[None] | None = None
         self._known: dict[s.Kind, dict[tuple[str, str], Json]] = {}
@@ -132,7 +133,7 @@ class Watcher:
         assert self._kube is not None
         return Informer(self._kube, spec, sink=self._sink_for(spec), known=self._known[spec.kind],
                         namespace=self.settings.namespace, resync_s=self.settings.resync_s,
-                        watch_timeout_s=self.settings.watch_timeout_s)
+                        watch_timeout_s=self.settings.watch_timeout_s, reconnect=self._reconnect)
 
     async def _watch_discovery(self, optional: list[WatchSpec]) -> None:
         """Start an optional kind's informer when discovery shows it, stop it when it goes."""

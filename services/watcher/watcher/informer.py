@@ -6,8 +6,10 @@
 - 410 Expired/Gone (the resourceVersion was compacted) -> relist, and the relist is diffed
   against what was last published (DeltaFIFO.Replace): vanished objects become DELETED;
 - every `resync_s` a relist runs anyway, as a safety net for anything a watch might have missed;
-- connection errors back off exponentially (client-go's backoff manager: 0.8s..30s).
-- a failed publish to NATS is retried in place (0.1..2 s), never through that backoff.
+- connection errors back off exponentially (client-go's backoff manager: 0.8s..30s), but an
+  informer that reaches the API server again wakes the others sleeping on a connection error or
+  a 5xx (`Reconnect`, one per watcher): they all talk to that one server.
+- a failed publish to NATS is retried in place (0.1..0.5 s), never through that backoff.
 """
 
 from __future__ import annotations
@@ -26,14 +28,40 @@ from watcher.routing import WatchSpec, diff_relist, meta
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
-# A failed publish is retried after 0.1 s, doubling up to 2 s: a JetStream leader election
+# A failed publish is retried after 0.1 s, doubling up to 0.5 s: a JetStream leader election
 # takes a few seconds, and every second the watcher stays behind is a second a reconciler
-# decides on objects the API server has already changed.
+# decides on objects the API server has already changed. (2 s was too coarse: in a NATS node
+# restart the Pod informer's publishes got through between the RayCluster informer's retries,
+# ~7 s behind, and a deleted RayCluster got a second head, chaos-short seed 1.)
 PUBLISH_RETRY_S = 0.1
-PUBLISH_RETRY_MAX_S = 2.0
+PUBLISH_RETRY_MAX_S = 0.5
 Key = tuple[str, str]
 # sink(event_type, object, previously published object or None) -> keep tracking the object?
 Sink = Callable[[str, Json, Json | None], Awaitable[bool]]
+
+
+class Reconnect:
+    """Shared by a watcher's informers. After an API server restart each informer slept its own
+    backoff: in the chaos soak the RayCluster informer, at 6.4 s after 4 failures, came back
+    ~3 s after the Pod informer had relisted, and the reconciler, seeing the garbage collector
+    remove a deleted RayCluster's Pods but not the deletion itself, created 3 head Pods in 2 s
+    (each seen, then collected). The server being back is news for every informer."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def reached(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; True when woken early by an informer reaching the server."""
+        event = self._event
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
 
 
 def _key(obj: Json) -> Key:
@@ -44,8 +72,11 @@ def _key(obj: Json) -> Key:
 class Informer:
     def __init__(self, kube: KubeClient, spec: WatchSpec, *, sink: Sink,
                  known: dict[Key, Json] | None = None, namespace: str | None = None,
-                 resync_s: float = 600.0, watch_timeout_s: int = 300) -> None:
+                 resync_s: float = 600.0, watch_timeout_s: int = 300,
+                 reconnect: Reconnect | None = None) -> None:
         self._kube = kube
+        self._reconnect = reconnect or Reconnect()
+        self.api_failures = 0  # failed list/watch requests (observable for tests)
         self.spec = spec
         self._res = resource_for(spec.api_version, spec.k8s_kind)
         self._sink = sink
@@ -66,6 +97,7 @@ class Informer:
                                                   label_selector=self.spec.label_selector)
         finally:
             self.attempted.set()
+        self._reconnect.reached()
         changes = diff_relist(self.known, items)
         log.info("relisted", extra={"kind": self.spec.kind.value, "why": why, "items": len(items),
                                     "candidates": len(changes), "resource_version": rv})
@@ -140,10 +172,17 @@ class Informer:
                                                                 "resource_version": self.resource_version})
                     need_list = True
                     continue
+                self.api_failures += 1
                 log.warning("list/watch failed, retrying from last resourceVersion",
                             extra={"kind": self.spec.kind.value, "code": exc.code, "reason": exc.reason,
                                    "backoff_s": backoff})
-                await asyncio.sleep(backoff * random.uniform(1.0, 1.5))
+                pause = backoff * random.uniform(1.0, 1.5)
+                if exc.code == 0 or exc.code >= 500:  # unreachable or restarting: wake when it is back
+                    if await self._reconnect.sleep(pause):
+                        backoff = 0.8
+                        continue
+                else:
+                    await asyncio.sleep(pause)
                 backoff = min(backoff * 2, 30.0)
             except Exception:
                 log.exception("informer error", extra={"kind": self.spec.kind.value})
@@ -154,9 +193,13 @@ class Informer:
         remaining = max(1.0, self._next_resync - time.monotonic())
         # client-go randomizes each watch's timeout in [min, 2*min) to spread reconnects.
         timeout = int(min(remaining, self._watch_timeout_s * random.uniform(1.0, 2.0))) or 1
+        reached = False
         async for event in self._kube.watch(self._res, resource_version=self.resource_version,
                                             namespace=self._ns, timeout_s=timeout,
                                             label_selector=self.spec.label_selector):
+            if not reached:
+                reached = True
+                self._reconnect.reached()
             rv = str(meta(event.object).get("resourceVersion") or "")
             if event.type != "BOOKMARK":
                 await self._apply(event.type, event.object)

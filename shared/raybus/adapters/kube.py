@@ -11,6 +11,7 @@ implemented with aiolimiter: `burst` tokens refilled at `qps` per second.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -198,6 +199,29 @@ class WatchEvent:
     object: Json
 
 
+MAX_RETRIES = 10  # client-go's rest client default (Request.maxRetries)
+MAX_RETRY_AFTER_S = 30.0
+
+
+def retry_after(code: int | None, headers: Any) -> float | None:
+    """client-go's checkWait: seconds to wait before sending a request again, for a 429 or a 5xx
+    that carries an integer Retry-After header; None: not retried."""
+    if code is None or not (code == 429 or code >= 500) or headers is None:
+        return None
+    value = headers.get("Retry-After")
+    try:
+        seconds = int(str(value))
+    except ValueError:
+        return None
+    return float(min(max(seconds, 0), MAX_RETRY_AFTER_S))
+
+
+class _RetryAfter(Exception):
+    def __init__(self, seconds: float, error: KubeError) -> None:
+        super().__init__(error)
+        self.seconds, self.error = seconds, error
+
+
 class KubeClient:
     """Generic JSON verbs; every call but a watch's streaming body goes through the limiter."""
 
@@ -220,6 +244,21 @@ class KubeClient:
 
     async def _call(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
                     body: object = None, content_type: str = "application/json") -> Json:
+        # client-go's rest client (request.go, checkWait): a 429, or a 5xx with Retry-After, was not
+        # processed; it sleeps Retry-After and sends the request again, up to maxRetries (10) times,
+        # each through the rate limiter. Without it an API server throttling for a second turned
+        # into a failed batch and its redelivery backoff.
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                return await self._call_once(method, path, query=query, body=body, content_type=content_type)
+            except _RetryAfter as retry:
+                if attempt == MAX_RETRIES:
+                    raise retry.error from None
+                await asyncio.sleep(retry.seconds)
+        raise AssertionError("unreachable")
+
+    async def _call_once(self, method: str, path: str, *, query: list[tuple[str, str]] | None,
+                         body: object, content_type: str) -> Json:
         await self._throttle(method)
         # One client span per API call (the executor's writes join the trace of the watch event
         # that caused them); client-go's request metrics alongside.
@@ -236,7 +275,11 @@ class KubeClient:
                     _return_http_data_only=False, _request_timeout=self._timeout)
             except ApiException as exc:
                 code = int(exc.status or 0) or None
-                raise KubeError.from_api_exception(exc) from None
+                error = KubeError.from_api_exception(exc)
+                wait = retry_after(code, getattr(exc, "headers", None))
+                if wait is not None:
+                    raise _RetryAfter(wait, error) from None
+                raise error from None
             except _CONN_ERRORS as exc:
                 raise KubeError(0, "ConnectionError", type(exc).__name__) from None
             finally:

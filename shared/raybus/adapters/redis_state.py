@@ -40,6 +40,10 @@ class StateStore:
     async def save(self, area: str, *, namespace: str, name: str, value: dict[str, Any]) -> None:
         await self._r.set(_key(area, namespace, name), json.dumps(value, sort_keys=True))
 
+    async def expire(self, area: str, *, namespace: str, name: str, seconds: int) -> None:
+        """Keep the value `seconds` longer, then drop it (nothing happens when there is none)."""
+        await self._r.expire(_key(area, namespace, name), seconds)
+
     async def delete(self, area: str, *, namespace: str, name: str) -> None:
         await self._r.delete(_key(area, namespace, name))
 

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from .auth import ADMIN_TOKEN, Authenticator, Authorizer
 from .errors import ApiError
+from .faults import ApiFaults
 from .gc import GarbageCollector
 from .handlers import dispatch
 from .keys import STATE, ServerState
@@ -136,6 +137,7 @@ def create_app(*, crd_dir: Path | str | None = DEFAULT_CRD_DIR, state_file: Path
                         watch_list=watch_list)
     state.authenticator, state.authorizer = Authenticator(store, key=token_key), Authorizer(store)
     app[STATE] = state
+    state.faults = ApiFaults()
     state_path = Path(state_file) if state_file else None
     if state_path and state_path.exists():
         load_state(store, state_path, registry.add_crd)

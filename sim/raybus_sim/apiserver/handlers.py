@@ -220,11 +220,15 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
     token = WARNINGS.set([])
     try:
         segs = [s for s in request.path.split("/") if s]
+        if segs[:3] == ["sim", "apiserver", "faults"] and state.faults is not None:
+            return await state.faults.control(request)
         if segs and segs[0] == "sim" and state.sim_handler is not None:
             return await state.sim_handler(request, segs[1:])
         user = state.authenticator.user(request.headers.get("Authorization"))
         if user is None:
             raise errors.unauthorized()
+        if state.faults is not None and (faulty := await state.faults.intercept(request, admin=user.admin)):
+            return faulty
         if len(segs) >= 3 and segs[0] == "api":
             return await resource_handler(request, ["", *segs[1:]], user)
         if len(segs) >= 4 and segs[0] == "apis":

@@ -27,6 +27,7 @@ class ServerState:
     watch_list: bool = False
     authenticator: Any = None
     authorizer: Any = None
+    faults: Any = None  # faults.ApiFaults: the chaos soak's 429/500/timeout switch
 
 
 STATE: web.AppKey[ServerState] = web.AppKey("raybus_sim_apiserver", ServerState)

@@ -1,0 +1,88 @@
+"""Admission and the command ledger agree (found in the code while chasing the 2-minute soak's
+"two head Pods after a deletion"; the failure seen with logs was another cause, see README).
+
+A command batch is redelivered when its handler failed after the API writes: the Outcome or the
+ledger's `finish` publish failed during a NATS node restart ("handler failed; redelivering",
+NoStreamResponseError), or a transient API error mid-batch released it after its first creates
+landed. If its RayCluster was deleted meanwhile, admission refused the redelivery and answered
+"403, not applied" for every command, although the ledger said the batch was done (or partly
+applied). The reconciler believed it and dropped the batch's create expectations (their names
+queued for reuse: the creates would be decided again). Now a refusal first revokes the batch in
+the ledger (create-if-absent), and a batch the ledger already knows goes the ledger's way:
+answered from its results when done, taken over and re-applied (idempotent, named creates) when a
+released or lapsed claim holds it. Real nats-server, local API server, real watcher and executor.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nats
+
+from command_executor.app import CommandExecutorService, ExecutorSettings
+from raybus.adapters.kube import KubeClient, new_api_client
+from raybus.bus import subjects as s
+from raybus.bus.envelopes import CommandResult
+from raybus.bus.ledger import BatchLedger
+from raybus.bus.publish import publish_commands
+from raybus.bus.streams import ensure_streams
+from raybus.decisions.commands import CreateObject
+from raybus.testing.servers import NatsServer
+from tests.integration.boundary.conftest import sample_raycluster
+from tests.integration.boundary.test_admission import POD, RAYCLUSTER, batch, dead_letters, outcome, pod
+from tests.integration.boundary.test_watcher import object_event, start_watcher
+
+
+async def test_a_redelivered_batch_of_a_deleted_cluster_is_answered_as_the_ledger_says(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    rc = await kube.create(RAYCLUSTER, sample_raycluster("rc"), namespace="default")
+    uid = rc["metadata"]["uid"]
+    watcher = await start_watcher(nats_server.url, kubeconfig)
+    ledger = await BatchLedger.open(js)
+    service = CommandExecutorService(ExecutorSettings(nats_url=nats_server.url, kubeconfig=str(kubeconfig),
+                                                      replica_id="x0", nak_delay_s=0.2, ack_wait_s=1.0,
+                                                      admission_wait_s=2.0))
+    await service.start()
+    try:
+        # 1. Applied and recorded done, its Outcome never published (the executor's publish
+        #    failed and the message came back): the create landed.
+        done = batch(uid, CreateObject(reason="Created head Pod", object=pod("rc-head-a", owner_uid=uid)))
+        await kube.create(POD, pod("rc-head-a", owner_uid=uid), namespace="default")
+        claim = await ledger.claim(done.reconcile_id, holder="x9/dead", lease_s=5.0, now=time.time())
+        assert claim.won
+        assert await ledger.finish(done.reconcile_id, revision=claim.revision, now=time.time(), results=[
+            CommandResult(op="create", target="Pod/default/rc-head-a", ok=True, code=201, resource_version="1")])
+        # 2. Claimed, partly applied, then released after a transient API error.
+        released = batch(uid, CreateObject(reason="Created worker Pod", object=pod("rc-worker-b", owner_uid=uid)))
+        claim = await ledger.claim(released.reconcile_id, holder="x9/dead", lease_s=5.0, now=time.time())
+        await ledger.release(released.reconcile_id, revision=claim.revision)
+        # 3. Never claimed: admission refuses it, and the refusal is now final in the ledger.
+        fresh = batch(uid, CreateObject(reason="Created worker Pod", object=pod("rc-worker-c", owner_uid=uid)))
+
+        await kube.delete(RAYCLUSTER, namespace="default", name="rc")
+        await object_event(js, s.Kind.RAYCLUSTER, "rc", pred=lambda e: e.type == "DELETED")
+        # (one at a time: the test reads each Outcome as the subject's last)
+        await publish_commands(js, done)
+        first = await outcome(js, "rc", done.reconcile_id)
+        assert [(r.ok, r.code) for r in first.results] == [(True, 201)], first.results  # not "403, refused"
+        await publish_commands(js, released)
+        second = await outcome(js, "rc", released.reconcile_id)
+        assert second.results[0].ok, second.results  # re-applied under a new claim: 201 or 409
+        await publish_commands(js, fresh)
+        third = await outcome(js, "rc", fresh.reconcile_id)
+        assert not third.results[0].ok and third.results[0].code == 403
+        record, _ = await ledger.get(fresh.reconcile_id)
+        assert record is not None and record.state == "revoked"  # no later copy can apply it
+        letters = await dead_letters(js)
+        assert fresh.reconcile_id in letters and done.reconcile_id not in letters
+        assert released.reconcile_id not in letters
+    finally:
+        await service.stop()
+        await watcher.stop()
+        await kube.close()
+        await nc.close()
