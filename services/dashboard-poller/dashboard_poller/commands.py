@@ -28,6 +28,8 @@ from typing import Literal
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from dashboard_poller.heads import Heads
 from raybus.adapters.dashboard import (
@@ -167,11 +169,22 @@ class CommandRunner:
         result, obs_seq = task.result()
         record = CommandResult(op=result.op, target=result.cluster, ok=result.state == "ok",
                                error_reason=_STATE_REASON.get(result.state), message=result.message)
-        if not await self._ledger.finish(key, revision=revision, results=[record], now=time.time()):
+        if not await self._finish(key, revision=revision, record=record):
             return  # another replica took the claim over: it reports
         await self._report(command, result, seq=seq, observation_seq=obs_seq)
         await msg.ack()
         self.executed += 1
+
+    async def _finish(self, key: str, *, revision: int, record: CommandResult) -> bool:
+        """Record the executed write in the ledger, retried in place while NATS elects a leader
+        (as the watcher's publishes, informer.py): a failure here would redeliver the command and,
+        once the lease lapsed, execute the write again. Within half the lease the claim is ours."""
+        async for attempt in AsyncRetrying(stop=stop_after_delay(self._lease_s / 2),
+                                           wait=wait_exponential(multiplier=0.1, min=0.1, max=2.0),
+                                           retry=retry_if_exception_type(NatsError), reraise=True):
+            with attempt:
+                return bool(await self._ledger.finish(key, revision=revision, results=[record], now=time.time()))
+        raise AssertionError("unreachable: AsyncRetrying reraises")
 
     async def _run(self, command: DashboardCommandMessage) -> tuple[DashboardCommandResult, int]:
         heads, c = self._heads, command.command
@@ -203,9 +216,18 @@ class CommandRunner:
                 "failures": prev.failures + 1 if failed else 0,
                 "last_success_at": prev.last_success_at if failed else now})
             heads.states[ck] = new_state
-            obs_seq = await heads.observe(want, round_result, failures=new_state.failures,
-                                          reason=f"read back after {c.op}",
-                                          previous_success=prev.last_success_at, read_at=written_at)
+            try:
+                obs_seq = await heads.observe(want, round_result, failures=new_state.failures,
+                                              reason=f"read back after {c.op}",
+                                              previous_success=prev.last_success_at, read_at=written_at)
+            except NatsError as err:
+                # The write is done: a lost read-back publish (a NATS node gone, mid-election)
+                # must not fail the command, or its redelivery executes the write again once the
+                # claim's lease lapses (the chaos soak saw a Serve config PUT twice). The view
+                # keeps the older observation, so the next poll round publishes the change.
+                log.warning("read-back observation not published; the next round will",
+                            extra={"command_id": command.command_id, "error": repr(err)})
+                obs_seq = heads.view.observation(*ck)[1]
         result = DashboardCommandResult(command_id=command.command_id, op=c.op, cluster=c.cluster,
                                         state=state, message=message)
         return result, obs_seq
