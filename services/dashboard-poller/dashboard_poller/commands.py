@@ -71,6 +71,36 @@ State = Literal["ok", "failed", "unknown"]
 Outcome = tuple[State, str]
 
 
+async def already_done(client: RayDashboardClient, command: DashboardCommandMessage) -> Outcome | None:
+    """A command taken over from a holder whose claim lapsed may have been executed by it: look
+    before sending it again (the chaos soak saw a Serve config PUT twice: the first holder's ledger
+    finish was blocked by a NATS election past its lease). A submission the head knows, or a Serve
+    config every app of which the head already runs as given, is done; None: send it."""
+    c = command.command
+    try:
+        if isinstance(c, SubmitJob):
+            await client.get_job_info(c.job_id)
+            return "ok", f"submission id {c.job_id} found after a takeover: not sent again"
+        if isinstance(c, PutServeConfig):
+            deployed = {name: app.deployed_app_config
+                        for name, app in (await client.get_serve_details()).applications.items()}
+            wanted = c.config.get("applications") or []
+            if wanted and all(_within(app, deployed.get(str(app.get("name", "default")))) for app in wanted):
+                return "ok", "Serve config found on the head after a takeover: not sent again"
+    except DashboardError:
+        return None  # not found, or the head cannot say: send it (as without a takeover)
+    return None
+
+
+def _within(want: object, have: object) -> bool:
+    """Every field of `want` is in `have` with the same value (the head may add defaults)."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_within(v, have.get(k)) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(want) == len(have) and all(map(_within, want, have))
+    return want == have
+
+
 async def execute(client: RayDashboardClient, command: DashboardCommandMessage) -> Outcome:
     """Send one command; map the head's answer to ok / failed / unknown (idempotent successes
     are ok). A refused connection is `failed` (nothing was sent); anything after sending without
@@ -148,7 +178,7 @@ class CommandRunner:
         if not claim.won:
             await self._answer_unclaimed(msg, command, claim.record, seq=seq)
             return
-        task = asyncio.ensure_future(self._run(command))
+        task = asyncio.ensure_future(self._run(command, taken_over=claim.taken_over))
         revision = claim.revision
         try:
             while True:
@@ -186,12 +216,15 @@ class CommandRunner:
                 return bool(await self._ledger.finish(key, revision=revision, results=[record], now=time.time()))
         raise AssertionError("unreachable: AsyncRetrying reraises")
 
-    async def _run(self, command: DashboardCommandMessage) -> tuple[DashboardCommandResult, int]:
+    async def _run(self, command: DashboardCommandMessage, *, taken_over: bool = False
+                   ) -> tuple[DashboardCommandResult, int]:
         heads, c = self._heads, command.command
         namespace = command.key.namespace
         ck = (namespace, c.cluster)
         async with heads.locks[ck]:
-            state, message = await execute(heads.client(namespace, c.cluster), command)
+            client = heads.client(namespace, c.cluster)
+            found = await already_done(client, command) if taken_over else None
+            state, message = found if found is not None else await execute(client, command)
             heads.requests += 1
             if isinstance(c, DeleteJob) and state == "ok":
                 heads.deleted_jobs[ck].add(c.job_id)  # a FAILED record after this is the ghost

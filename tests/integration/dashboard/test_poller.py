@@ -117,6 +117,36 @@ async def test_a_failed_read_back_publish_never_executes_the_write_again(nats_se
         await poller.stop()
 
 
+@pytest.mark.parametrize("op", ["submit", "put"])
+async def test_a_takeover_looks_before_executing_again(nats_server: NatsServer, sim: Sim, nc: NATS, op: str) -> None:
+    """The second half of the soak's Serve-PUT-twice: the first holder's ledger finish stalled
+    past its lease (a NATS election) and the redelivery took the claim over. A takeover finds the
+    submission / the Serve config on the head and reports ok without sending it again."""
+    config = {"applications": [{"name": "a1", "route_prefix": "/", "import_path": "hello:app"}]}
+    head = sim.client(CLUSTER, namespace=NS)
+    if op == "submit":  # what the lapsed holder did before it stalled
+        await head.submit_job(JobSubmitRequest(entrypoint="sleep 30", submission_id="j7"))
+        command: Any = SubmitJob(reason="HTTPMode submission", cluster=CLUSTER, job_id="j7", entrypoint="sleep 30")
+        owner, counted = Reconciler(nc), "POST /api/jobs/"
+        await owner.want(jobs=["j7"])
+    else:
+        await head.update_deployments(config)
+        command = PutServeConfig(reason="deploy", cluster=CLUSTER, config=config, config_hash="h1")
+        owner, counted = Reconciler(nc, "svc", s.Controller.SERVICE), "PUT /api/serve/applications/"
+        await owner.want(serve=True)
+    ledger = await BatchLedger.open(nc.jetstream())
+    lapsed = await ledger.claim(dashboard_ledger_key(f"cmd-{op}"), holder="p-dead/1", lease_s=0.01, now=0.0)
+    assert lapsed.won and not lapsed.taken_over
+    poller = await start_poller(nats_server.url, sim)
+    try:
+        await owner.send(f"cmd-{op}", command)
+        result = await until(lambda: owner.result(f"cmd-{op}"), what="result")
+        assert result.result.state == "ok" and "not sent again" in result.result.message
+        assert (await requests(sim))[counted] == 1  # the lapsed holder's only
+    finally:
+        await poller.stop()
+
+
 async def test_idempotent_and_refused_commands(nats_server: NatsServer, sim: Sim, nc: NATS) -> None:
     owner = Reconciler(nc)
     poller = await start_poller(nats_server.url, sim)
