@@ -2,7 +2,7 @@
 after the faults gathers the evidence for invariants_ray.py (the heads' journal, the command
 ledger, the recorded Pods, the process table) and checks convergence over the API.
 
-soak.py's hooks (a few lines): `enable_journal(home)` before the stack starts; `RayPart(...)`,
+soak.py's hooks (a few lines): `enable_journal(stack)` before the stack starts; `RayPart(...)`,
 `start()`, `workload.run(until)` beside the RayCluster workload, `check(...)` after the
 RayClusters converged, `stop()` in the `finally`, `after_stop(...)` once the stack stopped.
 """
@@ -53,9 +53,10 @@ def journal_path(home: Path) -> Path:
     return home / "dashboard-journal.jsonl"
 
 
-def enable_journal(home: Path) -> None:
-    """kube-sim inherits the environment (LocalStack.spawn): its heads journal every write."""
-    os.environ[journal.ENV] = str(journal_path(home))
+def enable_journal(stack: LocalStack) -> None:
+    """kube-sim (and every restart of it) gets the stack's env: its heads journal every write.
+    Through extra_env, not os.environ, so a later stack in the same process is not affected."""
+    stack.extra_env[journal.ENV] = str(journal_path(stack.home))
 
 
 class RayPart:

@@ -216,7 +216,7 @@ async def run(args: argparse.Namespace) -> int:
     stack = LocalStack(home=home, replicas=2, nats_nodes=args.nats_nodes)
     print(f"chaos soak: seed={args.seed} minutes={args.minutes} nats_nodes={args.nats_nodes} home={home}", flush=True)
     if getattr(args, "ray", True):
-        enable_journal(home)  # RayJobs/RayServices too (checks_ray.py)
+        enable_journal(stack)  # RayJobs/RayServices too (checks_ray.py)
     await asyncio.to_thread(stack.start)
     violations: list[Violation] = []
     converge_s: float | None = None
