@@ -109,6 +109,7 @@ class RayPart:
         deadline = time.monotonic() + timeout
         pending: dict[str, str] = {}
         while time.monotonic() < deadline:
+            await self.workload.user_actions()
             try:
                 pending = await self._pending()
             except (KubeError, httpx.HTTPError, OSError) as err:

@@ -87,6 +87,12 @@ class RayWorkload:
             with contextlib.suppress(asyncio.CancelledError):
                 await faults
 
+    async def user_actions(self) -> None:
+        """What a user keeps doing after the workload stops (the soak's convergence wait):
+        InteractiveMode submissions, again if a head lost them."""
+        with contextlib.suppress(KubeError, httpx.HTTPError, OSError):
+            await self._interactive_submissions()
+
     async def _step(self) -> None:
         await self._interactive_submissions()
         running = await self._active_jobs()
@@ -151,7 +157,11 @@ class RayWorkload:
     async def _interactive_submissions(self) -> None:
         """InteractiveMode: once the RayJob waits with its cluster, submit by hand and set jobId."""
         for name in self.live_jobs():
-            if self.jobs[name].mode != "InteractiveMode" or name in self.interactive_done:
+            if self.jobs[name].mode != "InteractiveMode":
+                continue
+            if name in self.interactive_done:
+                with contextlib.suppress(KubeError, httpx.HTTPError):
+                    await self._resubmit_if_lost(name)
                 continue
             with contextlib.suppress(KubeError):
                 job = await self.kube.c.get(rj.RJ, namespace=NS, name=name)
@@ -170,6 +180,23 @@ class RayWorkload:
                 await self.kube.c.merge_patch(rj.RJ, namespace=NS, name=name, patch={"spec": {"jobId": job_id}})
                 self.interactive_done.add(name)
                 self._op("rayjob interactive submit")
+
+    async def _resubmit_if_lost(self, name: str) -> None:
+        """The head restarted (a kube-sim restart restarts every simulated head) and lost the
+        user's job: KubeRay v1.7 resubmits only in HTTPMode; in InteractiveMode the RayJob waits
+        on a job that is gone, so the user submits it again (same id, a new head session: counted
+        as a resubmission after a head restart, not a breach)."""
+        job = await self.kube.c.get(rj.RJ, namespace=NS, name=name)
+        cluster, job_id = rj.status(job).get("rayClusterName"), f"{name}-by-hand"
+        if rj.jds(job) in rj.TERMINAL or not cluster:
+            return
+        base = f"{self.kube.stack.dashboard_url}/{NS}/{cluster}/api/jobs/"
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            if (await http.get(base + job_id)).status_code != 404:  # known, or a fault: not a loss
+                return
+            entry = "python -c 'import sys; sys.exit(1)'" if self.jobs[name].fails else "sleep 5"
+            if (await http.post(base, json={"entrypoint": entry, "submission_id": job_id})).status_code == 200:
+                self._op("rayjob interactive resubmit (head lost it)")
 
     async def _new_service(self) -> None:
         self.serial += 1
