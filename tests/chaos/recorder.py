@@ -31,6 +31,7 @@ class PodRecorder:
     live_heads: dict[str, set[str]] = field(default_factory=dict)
     created: dict[str, set[str]] = field(default_factory=dict)
     heads_created: dict[str, set[str]] = field(default_factory=dict)
+    pod_uids: dict[str, set[str]] = field(default_factory=dict)  # Pod name -> uids ever ADDED
     # head Pod -> the resourceVersion it was first seen with (its create's, when watched); the
     # API server's resourceVersion is one global counter (etcd's revision), so comparing it with
     # the RayCluster's deletion orders the two exactly, whatever order the watches deliver them.
@@ -98,6 +99,7 @@ class PodRecorder:
         name = meta.get("name", "")
         if kind == "ADDED":
             self.created.setdefault(cluster, set()).add(name)
+            self.pod_uids.setdefault(name, set()).add(str(meta.get("uid")))  # checks_ray: the ledger
         if labels.get("ray.io/node-type") != "head":
             return
         if kind == "ADDED":

@@ -29,6 +29,7 @@ from raybus.adapters.kube import KubeClient, KubeError, new_api_client
 from raybus.bus import subjects as s
 from raybus.cli.stack import SERVICES, LocalStack
 from raybus.testing.servers import NatsCluster
+from tests.chaos.checks_ray import RayPart, enable_journal, fault_logger
 from tests.chaos.recorder import PodRecorder, Violation
 from tests.integration.e2e.conftest import Kube
 
@@ -227,6 +228,8 @@ async def run(args: argparse.Namespace) -> int:
     home = Path(args.home or tempfile.mkdtemp(prefix="raybus-chaos-"))
     stack = LocalStack(home=home, replicas=2, nats_nodes=args.nats_nodes)
     print(f"chaos soak: seed={args.seed} minutes={args.minutes} nats_nodes={args.nats_nodes} home={home}", flush=True)
+    if getattr(args, "ray", True):
+        enable_journal(stack)  # RayJobs/RayServices too (checks_ray.py)
     await asyncio.to_thread(stack.start)
     violations: list[Violation] = []
     converge_s: float | None = None
@@ -234,13 +237,17 @@ async def run(args: argparse.Namespace) -> int:
     soak: Soak | None = None
     recorder: PodRecorder | None = None
     client: KubeClient | None = None
+    ray: RayPart | None = None
     try:
         client = KubeClient(await new_api_client(str(stack.kubeconfig)))
         recorder = PodRecorder(KubeClient(await new_api_client(str(stack.kubeconfig))), PREFIX)
         await recorder.start()
         soak = Soak(stack, Kube(client, stack), rng)
+        if getattr(args, "ray", True):
+            ray = RayPart(stack, Kube(client, stack), args.seed, fault_logger(soak))
+            await ray.start()
         until = time.monotonic() + args.minutes * 60
-        await asyncio.gather(soak.workload(until), soak.injector(until))
+        await asyncio.gather(soak.workload(until), soak.injector(until), *([ray.workload.run(until)] if ray else []))
         print("faults over; waiting for convergence", flush=True)
         started = time.monotonic()
         violations += await soak.converged(args.converge_s)
@@ -253,7 +260,11 @@ async def run(args: argparse.Namespace) -> int:
         late = recorder.heads_after_delete()
         violations += [Violation("at most one head Pod created after its RayCluster's deletion",
                                  f"{cluster}: {names}") for cluster, names in late.items() if len(names) > 1]
+        if ray is not None:
+            violations += await ray.check(args.converge_s, soak.last_fault, recorder)
     finally:
+        if ray is not None:
+            await ray.stop()
         if recorder is not None:
             await recorder.stop()
             await recorder.client.close()
@@ -265,6 +276,7 @@ async def run(args: argparse.Namespace) -> int:
     left += [str(srv.argv[0]) for srv in servers if srv is not None and srv.proc is not None and srv.proc.poll() is None]
     if left:
         violations.append(Violation("no process left running after the soak", ", ".join(left)))
+    violations += ray.after_stop() if ray is not None else []
     summary = {"seed": args.seed, "minutes": args.minutes, "nats_nodes": args.nats_nodes,
                "faults": len(soak.faults) if soak else 0,
                "fault_kinds": sorted({f.split()[1] for f in soak.faults}) if soak else [],
@@ -275,6 +287,7 @@ async def run(args: argparse.Namespace) -> int:
                "heads_created_after_cluster_deleted": late,
                "ops": soak.ops if soak else {}, "pod_events": recorder.events if recorder else 0,
                "watch_relists": recorder.watch_breaks if recorder else 0,
+               "ray": ray.summary if ray else None,
                "violations": [v.__dict__ for v in violations]}
     print(json.dumps(summary, indent=2))
     (home / "soak-result.json").write_text(json.dumps(summary, indent=2))
@@ -288,6 +301,7 @@ def main() -> None:
     parser.add_argument("--nats-nodes", type=int, default=3)
     parser.add_argument("--converge-s", type=float, default=120.0)
     parser.add_argument("--home", default=None)
+    parser.add_argument("--no-ray", dest="ray", action="store_false", help="RayClusters only (no workload_jobs.py)")
     sys.exit(asyncio.run(run(parser.parse_args())))
 
 

@@ -28,6 +28,8 @@ from typing import Literal
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from dashboard_poller.heads import Heads
 from raybus.adapters.dashboard import (
@@ -67,6 +69,36 @@ SERVICE = "dashboard-poller"
 _STATE_REASON = {"failed": "DashboardCommandFailed", "unknown": "DashboardOutcomeUnknown"}
 State = Literal["ok", "failed", "unknown"]
 Outcome = tuple[State, str]
+
+
+async def already_done(client: RayDashboardClient, command: DashboardCommandMessage) -> Outcome | None:
+    """A command taken over from a holder whose claim lapsed may have been executed by it: look
+    before sending it again (the chaos soak saw a Serve config PUT twice: the first holder's ledger
+    finish was blocked by a NATS election past its lease). A submission the head knows, or a Serve
+    config every app of which the head already runs as given, is done; None: send it."""
+    c = command.command
+    try:
+        if isinstance(c, SubmitJob):
+            await client.get_job_info(c.job_id)
+            return "ok", f"submission id {c.job_id} found after a takeover: not sent again"
+        if isinstance(c, PutServeConfig):
+            deployed = {name: app.deployed_app_config
+                        for name, app in (await client.get_serve_details()).applications.items()}
+            wanted = c.config.get("applications") or []
+            if wanted and all(_within(app, deployed.get(str(app.get("name", "default")))) for app in wanted):
+                return "ok", "Serve config found on the head after a takeover: not sent again"
+    except DashboardError:
+        return None  # not found, or the head cannot say: send it (as without a takeover)
+    return None
+
+
+def _within(want: object, have: object) -> bool:
+    """Every field of `want` is in `have` with the same value (the head may add defaults)."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_within(v, have.get(k)) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(want) == len(have) and all(map(_within, want, have))
+    return want == have
 
 
 async def execute(client: RayDashboardClient, command: DashboardCommandMessage) -> Outcome:
@@ -146,7 +178,7 @@ class CommandRunner:
         if not claim.won:
             await self._answer_unclaimed(msg, command, claim.record, seq=seq)
             return
-        task = asyncio.ensure_future(self._run(command))
+        task = asyncio.ensure_future(self._run(command, taken_over=claim.taken_over))
         revision = claim.revision
         try:
             while True:
@@ -167,18 +199,32 @@ class CommandRunner:
         result, obs_seq = task.result()
         record = CommandResult(op=result.op, target=result.cluster, ok=result.state == "ok",
                                error_reason=_STATE_REASON.get(result.state), message=result.message)
-        if not await self._ledger.finish(key, revision=revision, results=[record], now=time.time()):
+        if not await self._finish(key, revision=revision, record=record):
             return  # another replica took the claim over: it reports
         await self._report(command, result, seq=seq, observation_seq=obs_seq)
         await msg.ack()
         self.executed += 1
 
-    async def _run(self, command: DashboardCommandMessage) -> tuple[DashboardCommandResult, int]:
+    async def _finish(self, key: str, *, revision: int, record: CommandResult) -> bool:
+        """Record the executed write in the ledger, retried in place while NATS elects a leader
+        (as the watcher's publishes, informer.py): a failure here would redeliver the command and,
+        once the lease lapsed, execute the write again. Within half the lease the claim is ours."""
+        async for attempt in AsyncRetrying(stop=stop_after_delay(self._lease_s / 2),
+                                           wait=wait_exponential(multiplier=0.1, min=0.1, max=2.0),
+                                           retry=retry_if_exception_type(NatsError), reraise=True):
+            with attempt:
+                return bool(await self._ledger.finish(key, revision=revision, results=[record], now=time.time()))
+        raise AssertionError("unreachable: AsyncRetrying reraises")
+
+    async def _run(self, command: DashboardCommandMessage, *, taken_over: bool = False
+                   ) -> tuple[DashboardCommandResult, int]:
         heads, c = self._heads, command.command
         namespace = command.key.namespace
         ck = (namespace, c.cluster)
         async with heads.locks[ck]:
-            state, message = await execute(heads.client(namespace, c.cluster), command)
+            client = heads.client(namespace, c.cluster)
+            found = await already_done(client, command) if taken_over else None
+            state, message = found if found is not None else await execute(client, command)
             heads.requests += 1
             if isinstance(c, DeleteJob) and state == "ok":
                 heads.deleted_jobs[ck].add(c.job_id)  # a FAILED record after this is the ghost
@@ -203,9 +249,18 @@ class CommandRunner:
                 "failures": prev.failures + 1 if failed else 0,
                 "last_success_at": prev.last_success_at if failed else now})
             heads.states[ck] = new_state
-            obs_seq = await heads.observe(want, round_result, failures=new_state.failures,
-                                          reason=f"read back after {c.op}",
-                                          previous_success=prev.last_success_at, read_at=written_at)
+            try:
+                obs_seq = await heads.observe(want, round_result, failures=new_state.failures,
+                                              reason=f"read back after {c.op}",
+                                              previous_success=prev.last_success_at, read_at=written_at)
+            except NatsError as err:
+                # The write is done: a lost read-back publish (a NATS node gone, mid-election)
+                # must not fail the command, or its redelivery executes the write again once the
+                # claim's lease lapses (the chaos soak saw a Serve config PUT twice). The view
+                # keeps the older observation, so the next poll round publishes the change.
+                log.warning("read-back observation not published; the next round will",
+                            extra={"command_id": command.command_id, "error": repr(err)})
+                obs_seq = heads.view.observation(*ck)[1]
         result = DashboardCommandResult(command_id=command.command_id, op=c.op, cluster=c.cluster,
                                         state=state, message=message)
         return result, obs_seq

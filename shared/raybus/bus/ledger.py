@@ -63,6 +63,9 @@ class Claim:
     won: bool
     revision: int = 0
     record: BatchRecord | None = None
+    # Won over a claim whose holder's lease lapsed: that holder may have applied it already (it
+    # died, or stalled past its lease, e.g. its finish blocked by a NATS election).
+    taken_over: bool = False
 
 
 def _encode(record: BatchRecord) -> bytes:
@@ -119,7 +122,8 @@ class BatchLedger:
             if record.holder and record.holder != holder and record.lease_until > now:
                 return Claim(won=False, record=record)
             with contextlib.suppress(KeyWrongLastSequenceError):
-                return Claim(won=True, revision=await self._kv.update(batch_id, mine, last=revision))
+                return Claim(won=True, revision=await self._kv.update(batch_id, mine, last=revision),
+                             taken_over=bool(record.holder) and record.holder != holder)
         record, _ = await self.get(batch_id)
         return Claim(won=False, record=record)
 

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from raybus_sim.dashboard import texts
 from raybus_sim.dashboard.jobs import TERMINAL, SimJob, plan_from_entrypoint
+from raybus_sim.dashboard.journal import config_hash
 from raybus_sim.dashboard.registry import ClusterState
 from raybus_sim.dashboard.serve import ServeRejected
 
@@ -95,9 +96,20 @@ async def submit_job(call: Call) -> web.Response:
     return submit_body(call.state, body, now=call.clock())
 
 
-def submit_body(state: ClusterState, body: Any, *, now: float) -> web.Response:
+def submit_body(state: ClusterState, body: Any, *, now: float, via: str = "http") -> web.Response:
     """POST /api/jobs/ once the JSON is decoded; also how the simulated kubelet's submitter
     containers (`ray job submit`) reach the head without a socket."""
+    response = _submit(state, body, now=now)
+    sid = body.get("submission_id") or body.get("job_id") if isinstance(body, dict) else None
+    if response.status == 200:
+        sid = json.loads(response.text or "{}")["submission_id"]  # an auto id too
+    # With a dict body and an id, the only 500 is "already exists" (a resubmission).
+    state.record("submit", id=sid, status=response.status, via=via,
+                 duplicate=response.status == 500 and sid is not None)
+    return response
+
+
+def _submit(state: ClusterState, body: Any, *, now: float) -> web.Response:
     if not isinstance(body, dict):
         return text(500, texts.SERVER_TROUBLE)  # 42_err_POST_json_array_body
     unknown = [k for k in body if k not in SUBMIT_FIELDS]
@@ -285,7 +297,10 @@ async def put_serve(call: Call) -> web.Response:
             importable=s.importable(),
         )
     except ServeRejected as rejected:
+        state.record("serve_put", config=config_hash(body), status=rejected.status)
         return text(rejected.status, rejected.text)
+    state.record("serve_put", config=config_hash(body), status=200,
+                 apps=sorted(str(a.get("name", "default")) for a in body.get("applications") or []))
     return web.Response(status=200)
 
 
@@ -297,6 +312,7 @@ async def delete_serve(call: Call) -> web.Response:
         running = state.serve.serving(call.now)
         await _latency(state.settings.serve_delete_running_s if running else state.settings.serve_delete_idle_s)
     state.serve.shutdown()
+    state.record("serve_delete", status=200)
     return web.Response(status=200)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from raybus_sim.dashboard.imports import DEFAULT_IMPORTABLE_MODULES
 from raybus_sim.dashboard.jobs import JobPlan, JobTable
+from raybus_sim.dashboard.journal import Journal
 from raybus_sim.dashboard.serve import ServeState
 
 FAULT_KINDS = ("timeout", "invalid_json", "html_502", "html_200", "reset")
@@ -111,6 +112,10 @@ class ClusterState:
     job_plans: dict[str, dict[str, Any]] = field(default_factory=dict)  # plans for future submission ids
     requests: Counter[str] = field(default_factory=Counter)
     events_export_addr: str = ""  # RAY_DASHBOARD_AGGREGATOR_AGENT_EVENTS_EXPORT_ADDR of the head Pod
+    journal: Journal = field(default_factory=Journal)  # the registry's (journal.py)
+
+    def record(self, kind: str, **fields: Any) -> None:
+        self.journal.write(namespace=self.namespace, cluster=self.name, session=self.session, kind=kind, **fields)
 
     def restart(self, now: float) -> None:
         stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d_%H-%M-%S_%f")
@@ -139,9 +144,11 @@ class DashboardRegistry:
     """Holds every simulated head. `clock` (epoch seconds) is injectable for deterministic tests."""
 
     def __init__(
-        self, *, clock: Callable[[], float] = time.time, defaults: ClusterSettings | None = None
+        self, *, clock: Callable[[], float] = time.time, defaults: ClusterSettings | None = None,
+        journal: Journal | None = None,
     ) -> None:
         self.clock = clock
+        self.journal = journal if journal is not None else Journal.from_env()
         self.defaults = defaults or ClusterSettings()
         self._clusters: dict[tuple[str, str], ClusterState] = {}
 
@@ -151,7 +158,7 @@ class DashboardRegistry:
         state = self._clusters.get(key)
         if state is None:
             settings = copy.deepcopy(self.defaults)
-            state = ClusterState(namespace=namespace, name=name, settings=settings)
+            state = ClusterState(namespace=namespace, name=name, settings=settings, journal=self.journal)
             state.restart(self.clock())
             self._clusters[key] = state
         return state
@@ -164,6 +171,7 @@ class DashboardRegistry:
         state = self.cluster(namespace, name)
         if not state.up and not keep_state:
             state.restart(self.clock())
+            state.record("head_up")
         state.up = True
 
     def head_down(self, namespace: str, name: str) -> None:

@@ -268,7 +268,7 @@ class RayJobCli:
             except ValueError:
                 return 1  # the CLI rejects it before sending anything
             body[field] = value
-        response = submit_body(state, body, now=self._registry.clock())
+        response = submit_body(state, body, now=self._registry.clock(), via="submitter")
         if response.status != 200:
             return 1  # e.g. 500 "job with submission_id ... already exists"
         job_id = json.loads(response.text or "{}").get("submission_id", "")

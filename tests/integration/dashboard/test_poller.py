@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
+from nats.js.errors import NoStreamResponseError
 
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.bus import subjects as s
 from raybus.bus.codec import encode
 from raybus.bus.envelopes import DashboardCommandMessage
-from raybus.bus.publish import DASHBOARD_KIND, DASHBOARD_RESULT_KIND
+from raybus.bus.ledger import BatchLedger
+from raybus.bus.publish import DASHBOARD_KIND, DASHBOARD_RESULT_KIND, dashboard_ledger_key
 from raybus.decisions.dashboard_contract import DeleteJob, PutServeConfig, StopJob, SubmitJob
 from raybus.runtime.cache import ObjectCache
 from raybus.testing.servers import NatsServer
@@ -77,6 +80,69 @@ async def test_command_executed_once_despite_duplicates(nats_server: NatsServer,
         got = await nc.jetstream().get_msg(s.STREAM_DASHBOARD, result.observation_seq)
         assert '"j2"' in (got.data or b"").decode()
         assert await owner.trigger_seq() is not None
+    finally:
+        await poller.stop()
+
+
+async def test_a_failed_read_back_publish_never_executes_the_write_again(nats_server: NatsServer, sim: Sim,
+                                                                         nc: NATS) -> None:
+    """Found by the chaos soak (seed 5, tests/chaos/invariants_ray.py): a Serve config PUT sent
+    twice to one head. The PUT was done, then the read-back's observation publish failed (a NATS
+    node killed: NoStreamResponseError); the command failed with it, was redelivered, and once
+    the claim's lease lapsed it was executed again. The write's result must reach the ledger."""
+    owner = Reconciler(nc)
+    await owner.want(jobs=["j9"])
+    poller = await start_poller(nats_server.url, sim)
+    assert poller.heads is not None and poller.commands is not None
+    real, failed = poller.heads.observe, []
+
+    async def publish_lost_once(*args: Any, **kwargs: Any) -> int:
+        if str(kwargs.get("reason", "")).startswith("read back") and not failed:
+            failed.append(kwargs["reason"])
+            raise NoStreamResponseError
+        return await real(*args, **kwargs)
+
+    poller.heads.observe = publish_lost_once  # type: ignore[method-assign]
+    try:
+        submit = SubmitJob(reason="HTTPMode submission", cluster=CLUSTER, job_id="j9", entrypoint="sleep 30")
+        await owner.send("cmd-submit-j9", submit)
+        result = await until(lambda: owner.result("cmd-submit-j9"), what="result")
+        assert failed and result.result.state == "ok"
+        assert (await requests(sim))["POST /api/jobs/"] == 1
+        # Done in the ledger: any redelivery is answered from it, never executed again.
+        record, _ = await BatchLedger(await nc.jetstream().key_value(s.KV_BATCHES)).get(
+            dashboard_ledger_key("cmd-submit-j9"))
+        assert record is not None and record.state == "done" and poller.commands.executed == 1
+    finally:
+        await poller.stop()
+
+
+@pytest.mark.parametrize("op", ["submit", "put"])
+async def test_a_takeover_looks_before_executing_again(nats_server: NatsServer, sim: Sim, nc: NATS, op: str) -> None:
+    """The second half of the soak's Serve-PUT-twice: the first holder's ledger finish stalled
+    past its lease (a NATS election) and the redelivery took the claim over. A takeover finds the
+    submission / the Serve config on the head and reports ok without sending it again."""
+    config = {"applications": [{"name": "a1", "route_prefix": "/", "import_path": "hello:app"}]}
+    head = sim.client(CLUSTER, namespace=NS)
+    if op == "submit":  # what the lapsed holder did before it stalled
+        await head.submit_job(JobSubmitRequest(entrypoint="sleep 30", submission_id="j7"))
+        command: Any = SubmitJob(reason="HTTPMode submission", cluster=CLUSTER, job_id="j7", entrypoint="sleep 30")
+        owner, counted = Reconciler(nc), "POST /api/jobs/"
+        await owner.want(jobs=["j7"])
+    else:
+        await head.update_deployments(config)
+        command = PutServeConfig(reason="deploy", cluster=CLUSTER, config=config, config_hash="h1")
+        owner, counted = Reconciler(nc, "svc", s.Controller.SERVICE), "PUT /api/serve/applications/"
+        await owner.want(serve=True)
+    ledger = await BatchLedger.open(nc.jetstream())
+    lapsed = await ledger.claim(dashboard_ledger_key(f"cmd-{op}"), holder="p-dead/1", lease_s=0.01, now=0.0)
+    assert lapsed.won and not lapsed.taken_over
+    poller = await start_poller(nats_server.url, sim)
+    try:
+        await owner.send(f"cmd-{op}", command)
+        result = await until(lambda: owner.result(f"cmd-{op}"), what="result")
+        assert result.result.state == "ok" and "not sent again" in result.result.message
+        assert (await requests(sim))[counted] == 1  # the lapsed holder's only
     finally:
         await poller.stop()
 
