@@ -7,7 +7,14 @@
   against what was last published (DeltaFIFO.Replace): vanished objects become DELETED;
 - every `resync_s` a relist runs anyway, as a safety net for anything a watch might have missed;
 - connection errors back off exponentially (client-go's backoff manager: 0.8s..30s).
-- a failed publish to NATS is retried in place (0.1..2 s), never through that backoff.
+- a failed publish to NATS is retried in place (0.1..2 s), never through that backoff;
+- watch events are published pipelined: up to `window` publishes in flight, so nats-py sends
+  them in one write and their JetStream acks come back together (one round trip and one TLS
+  record per window instead of per event). Per object the versions still land in order (an
+  event waits for the same object's publish in flight: RAYBUS_OBJECTS keeps the last value per
+  subject, so a v1 retried after v2 landed would win), and the resume point (resource_version)
+  only advances over events whose publish landed, so a watch restart never skips one. While a
+  publish fails no new event is started. `window=1` keeps every event of the kind in order.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,6 +39,8 @@ Json = dict[str, Any]
 # decides on objects the API server has already changed.
 PUBLISH_RETRY_S = 0.1
 PUBLISH_RETRY_MAX_S = 2.0
+# Watch-event publishes in flight per informer (see the module docstring).
+PUBLISH_WINDOW = 128
 Key = tuple[str, str]
 # sink(event_type, object, previously published object or None) -> keep tracking the object?
 Sink = Callable[[str, Json, Json | None], Awaitable[bool]]
@@ -44,7 +54,8 @@ def _key(obj: Json) -> Key:
 class Informer:
     def __init__(self, kube: KubeClient, spec: WatchSpec, *, sink: Sink,
                  known: dict[Key, Json] | None = None, namespace: str | None = None,
-                 resync_s: float = 600.0, watch_timeout_s: int = 300) -> None:
+                 resync_s: float = 600.0, watch_timeout_s: int = 300,
+                 window: int = PUBLISH_WINDOW) -> None:
         self._kube = kube
         self.spec = spec
         self._res = resource_for(spec.api_version, spec.k8s_kind)
@@ -59,6 +70,14 @@ class Informer:
         self.publish_failures = 0
         self.synced = asyncio.Event()
         self.attempted = asyncio.Event()  # first list tried (may have failed, e.g. CRD missing)
+        self._window = max(1, window)
+        # Watch events in watch order: (its publish task, or None for a BOOKMARK; its rv).
+        self._pending: deque[tuple[asyncio.Task[None] | None, str]] = deque()
+        self._inflight: dict[Key, asyncio.Task[None]] = {}  # the newest publish per object
+        self._running: set[asyncio.Task[None]] = set()
+        self._failing = 0  # publishes currently between a failure and their retry landing
+        self._unblocked = asyncio.Event()
+        self._unblocked.set()
 
     async def relist(self, *, why: str) -> None:
         try:
@@ -81,6 +100,7 @@ class Informer:
     async def retract_all(self) -> None:
         """The kind is no longer served (its CRD went, and every object with it): publish DELETED
         for everything published, as a relist that found nothing would."""
+        await self.drain()
         for etype, obj in diff_relist(self.known, []):
             await self._apply(etype, obj)
 
@@ -107,12 +127,28 @@ class Informer:
         informer went on: the reconciler saw a deleted RayCluster's Pods vanish (garbage
         collected) but not the RayCluster's own deletion, and created up to 7 head Pods that
         the GC removed again. Events of one kind stay in order: the watch waits meanwhile."""
-        async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=PUBLISH_RETRY_S, min=PUBLISH_RETRY_S,
-                                                                 max=PUBLISH_RETRY_MAX_S),
-                                           retry=retry_if_exception_type(Exception),
-                                           before_sleep=self._publish_failed, reraise=True):
-            with attempt:
-                return await self._sink(etype, obj, old)
+        failed = False
+
+        def before_sleep(state: RetryCallState) -> None:
+            nonlocal failed
+            if not failed:  # hold back new watch events until this one lands
+                failed = True
+                self._failing += 1
+                self._unblocked.clear()
+            self._publish_failed(state)
+
+        try:
+            async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=PUBLISH_RETRY_S, min=PUBLISH_RETRY_S,
+                                                                     max=PUBLISH_RETRY_MAX_S),
+                                               retry=retry_if_exception_type(Exception),
+                                               before_sleep=before_sleep, reraise=True):
+                with attempt:
+                    return await self._sink(etype, obj, old)
+        finally:
+            if failed:
+                self._failing -= 1
+                if not self._failing:
+                    self._unblocked.set()
         raise AssertionError("unreachable: AsyncRetrying retries forever")
 
     def _publish_failed(self, state: RetryCallState) -> None:
@@ -154,13 +190,81 @@ class Informer:
         remaining = max(1.0, self._next_resync - time.monotonic())
         # client-go randomizes each watch's timeout in [min, 2*min) to spread reconnects.
         timeout = int(min(remaining, self._watch_timeout_s * random.uniform(1.0, 2.0))) or 1
-        async for event in self._kube.watch(self._res, resource_version=self.resource_version,
-                                            namespace=self._ns, timeout_s=timeout,
-                                            label_selector=self.spec.label_selector):
-            rv = str(meta(event.object).get("resourceVersion") or "")
-            if event.type != "BOOKMARK":
-                await self._apply(event.type, event.object)
+        cancelled = False
+        try:
+            async for event in self._kube.watch(self._res, resource_version=self.resource_version,
+                                                namespace=self._ns, timeout_s=timeout,
+                                                label_selector=self.spec.label_selector):
+                rv = str(meta(event.object).get("resourceVersion") or "")
+                if event.type != "BOOKMARK":
+                    await self._start(event.type, event.object, rv)
+                elif rv:
+                    self._pending.append((None, rv))
+                if (failure := self._advance()) is not None:
+                    raise failure  # as a serial publish's error did: resume from before it
+                if time.monotonic() >= self._next_resync:
+                    return
+        except asyncio.CancelledError:
+            cancelled = True  # stop(): Watcher.stop drains, with a deadline
+            raise
+        finally:
+            if not cancelled:
+                # A relist or a resumed watch starts from resource_version: only after every
+                # event before it landed (a failing publish is retried meanwhile, as before).
+                await self.drain()
+
+    async def _start(self, etype: str, obj: Json, rv: str) -> None:
+        """Start publishing one watch event, after the same object's publish in flight."""
+        await self._unblocked.wait()
+        while len(self._running) >= self._window:
+            await asyncio.wait(set(self._running), return_when=asyncio.FIRST_COMPLETED)
+            await self._unblocked.wait()
+        key = _key(obj)
+        task = asyncio.create_task(self._apply_after(self._inflight.get(key), etype, obj))
+        self._inflight[key] = task
+        self._running.add(task)
+        task.add_done_callback(lambda t, key=key: self._done(key, t))
+        self._pending.append((task, rv))
+
+    async def _apply_after(self, before: asyncio.Task[None] | None, etype: str, obj: Json) -> None:
+        if before is not None:  # shielded: cancelling this one must not cancel the earlier one
+            await asyncio.shield(before)
+        await self._apply(etype, obj)
+
+    def _done(self, key: Key, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if self._inflight.get(key) is task:
+            del self._inflight[key]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("publish failed", exc_info=task.exception(), extra={"kind": self.spec.kind.value})
+        self._advance()  # the watch loop raises the failure of its oldest event, if any
+
+    def _advance(self) -> BaseException | None:
+        """resource_version = the newest event whose publish, and every one before it, landed.
+        Returns the error of the oldest event whose publish ended without landing."""
+        while self._pending:
+            task, rv = self._pending[0]
+            if task is not None:
+                if not task.done():
+                    return None
+                if task.cancelled():
+                    return RuntimeError("publish cancelled")
+                if (exc := task.exception()) is not None:
+                    return exc
+            self._pending.popleft()
             if rv:
                 self.resource_version = rv
-            if time.monotonic() >= self._next_resync:
-                return
+        return None
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait for every watch-event publish in flight; after `timeout`, cancel what is left.
+        What did not land is dropped from the queue: the next watch resumes before it."""
+        tasks = [t for t, _ in self._pending if t is not None and not t.done()]
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=timeout)
+            for t in late:
+                t.cancel()
+            if late:
+                await asyncio.wait(late)
+        self._advance()
+        self._pending.clear()
