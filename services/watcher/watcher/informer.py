@@ -13,8 +13,10 @@
   record per window instead of per event). Per object the versions still land in order (an
   event waits for the same object's publish in flight: RAYBUS_OBJECTS keeps the last value per
   subject, so a v1 retried after v2 landed would win), and the resume point (resource_version)
-  only advances over events whose publish landed, so a watch restart never skips one. While a
-  publish fails no new event is started. `window=1` keeps every event of the kind in order.
+  only advances over events whose publish landed, so a watch restart never skips one. They are
+  sent in watch order (see _start); only when a publish fails may the ones already sent after it
+  land before its retry does (no new one is started until it lands). `window=1` keeps every
+  event of the kind strictly in order, failures included.
 """
 
 from __future__ import annotations
@@ -214,22 +216,23 @@ class Informer:
                 await self.drain()
 
     async def _start(self, etype: str, obj: Json, rv: str) -> None:
-        """Start publishing one watch event, after the same object's publish in flight."""
+        """Start publishing one watch event once the window has room and the same object's
+        publish in flight landed. Waiting there (rather than chaining that object alone) keeps
+        the stream in watch order: the reconcilers' caches take the highest Pod resourceVersion
+        applied as "every Pod change up to here is in" (ObjectCache.rv_watermark, which scale
+        expectations use to tell "not seen yet" from "gone")."""
         await self._unblocked.wait()
+        key = _key(obj)
+        if (before := self._inflight.get(key)) is not None:
+            await asyncio.wait([before])
         while len(self._running) >= self._window:
             await asyncio.wait(set(self._running), return_when=asyncio.FIRST_COMPLETED)
-            await self._unblocked.wait()
-        key = _key(obj)
-        task = asyncio.create_task(self._apply_after(self._inflight.get(key), etype, obj))
+        await self._unblocked.wait()
+        task = asyncio.create_task(self._apply(etype, obj))
         self._inflight[key] = task
         self._running.add(task)
         task.add_done_callback(lambda t, key=key: self._done(key, t))
         self._pending.append((task, rv))
-
-    async def _apply_after(self, before: asyncio.Task[None] | None, etype: str, obj: Json) -> None:
-        if before is not None:  # shielded: cancelling this one must not cancel the earlier one
-            await asyncio.shield(before)
-        await self._apply(etype, obj)
 
     def _done(self, key: Key, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
