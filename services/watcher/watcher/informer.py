@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -231,7 +232,7 @@ class Informer:
         task = asyncio.create_task(self._apply(etype, obj))
         self._inflight[key] = task
         self._running.add(task)
-        task.add_done_callback(lambda t, key=key: self._done(key, t))
+        task.add_done_callback(functools.partial(self._done, key))
         self._pending.append((task, rv))
 
     def _done(self, key: Key, task: asyncio.Task[None]) -> None:
