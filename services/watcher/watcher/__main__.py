@@ -23,12 +23,15 @@ def main() -> None:
                         help="the operator's --batch-scheduler: also watch its PodGroups")
     parser.add_argument("--discovery-s", type=float, default=float(env("RAYBUS_DISCOVERY_S", "30")),
                         help="how often API discovery is read for optional kinds (Gateway API, PodGroups)")
+    parser.add_argument("--publish-window", type=int, default=int(env("RAYBUS_PUBLISH_WINDOW", "128")),
+                        help="watch-event publishes in flight per kind; 1: every event of a kind strictly in order")
     args = parser.parse_args()
     common = common_settings(SERVICE, args)
     settings = WatcherSettings(**{**common.model_dump(), "resync_s": args.resync_s,
                                   "watch_timeout_s": args.watch_timeout_s, "namespace": args.namespace,
                                   "kube_qps": args.kube_api_qps, "kube_burst": args.kube_api_burst,
-                                  "batch_scheduler": args.batch_scheduler, "discovery_s": args.discovery_s})
+                                  "batch_scheduler": args.batch_scheduler, "discovery_s": args.discovery_s,
+                                  "publish_window": args.publish_window})
     asyncio.run(run_service(settings, create_app(settings), needs=("nats", "kube")))
 
 

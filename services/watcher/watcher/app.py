@@ -34,7 +34,7 @@ from raybus.observability.metrics import MESSAGES
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.service import CommonSettings
 from raybus.runtime.tasks import cancel_and_wait
-from watcher.informer import Informer, Reconnect
+from watcher.informer import PUBLISH_WINDOW, Informer, Reconnect
 from watcher.optional import served
 from watcher.routing import (
     SERVICE_NAME_LABEL,
@@ -66,6 +66,7 @@ class WatcherSettings(CommonSettings):
     kube_burst: int = 200
     batch_scheduler: str = ""  # the operator's --batch-scheduler: which PodGroups to watch
     discovery_s: float = 30.0  # how often optional kinds (Gateway API, PodGroups) are looked for
+    publish_window: int = PUBLISH_WINDOW  # watch-event publishes in flight per kind (1: strictly serial)
 
 
 class Watcher:
@@ -133,7 +134,8 @@ class Watcher:
         assert self._kube is not None
         return Informer(self._kube, spec, sink=self._sink_for(spec), known=self._known[spec.kind],
                         namespace=self.settings.namespace, resync_s=self.settings.resync_s,
-                        watch_timeout_s=self.settings.watch_timeout_s, reconnect=self._reconnect)
+                        watch_timeout_s=self.settings.watch_timeout_s, reconnect=self._reconnect,
+                        window=self.settings.publish_window)
 
     async def _watch_discovery(self, optional: list[WatchSpec]) -> None:
         """Start an optional kind's informer when discovery shows it, stop it when it goes."""
@@ -181,6 +183,10 @@ class Watcher:
             self._discovery = None
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
+        # The watch events already handed to NATS: let them land (and trigger) before the
+        # connection goes; a publish still failing after the deadline is dropped, and the next
+        # watcher's first list publishes it (it diffs against what the stream holds).
+        await asyncio.gather(*(inf.drain(timeout=5.0) for inf in self.informers))
         if self._triggering:  # let the last triggers reach the stream before the connection goes
             await asyncio.wait(set(self._triggering), timeout=5.0)
         if self._kube is not None:
@@ -313,7 +319,11 @@ class Watcher:
             for r in targets:
                 waiting = (r, kind.value, scope)
                 if waiting in self._trigger_waiting:
-                    self._trigger_waiting[waiting] = _Waiting(seq, cause, otel_context.get_current())
+                    # Pipelined publishes (informer) may be acked out of order: the follow-up
+                    # carries the newest sequence seen, which covers every older change.
+                    newest = self._trigger_waiting[waiting]
+                    if newest is None or newest.seq < seq:
+                        self._trigger_waiting[waiting] = _Waiting(seq, cause, otel_context.get_current())
                 else:
                     self._trigger_waiting[waiting] = None
                     fresh.append(r)
