@@ -19,6 +19,9 @@ MESSAGES = Counter("raybus_messages_total", "Bus messages handled", ["service", 
 RECONCILES = Counter("raybus_reconciles_total", "Reconciles run", ["controller", "result"])
 RECONCILE_SECONDS = Histogram("raybus_reconcile_seconds", "Reconcile duration", ["controller"])
 COMMANDS = Counter("raybus_commands_total", "Commands executed", ["op", "result"])
+# A partition's trigger consumer that could not be bound yet (retried; see Controller._bind).
+TRIGGER_BIND_FAILURES = Counter("raybus_trigger_bind_failures_total",
+                                "Failed attempts to bind a partition's trigger consumer", ["controller"])
 WORKQUEUE_DEPTH = Gauge("raybus_workqueue_depth", "Keys waiting in a reconciler's work queue",
                         ["controller"])
 # Dashboard gateway (dashboard-poller): every HTTP request to a Ray dashboard or Serve proxy, by

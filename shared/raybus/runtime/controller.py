@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
+from nats.js.client import JetStreamContext
 from nats.js.errors import FetchTimeoutError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -29,7 +30,12 @@ from raybus.bus.codec import decode_or_dead_letter
 from raybus.bus.envelopes import ObjectKey, Trigger
 from raybus.bus.publish import publish_trigger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, trigger_consumer_config
-from raybus.observability.metrics import RECONCILE_SECONDS, RECONCILES, WORKQUEUE_DEPTH
+from raybus.observability.metrics import (
+    RECONCILE_SECONDS,
+    RECONCILES,
+    TRIGGER_BIND_FAILURES,
+    WORKQUEUE_DEPTH,
+)
 from raybus.observability.tracing import extract_context
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.leases import PartitionLeases
@@ -179,12 +185,31 @@ class ControllerRuntime:
                 self._enqueue_partition(p)
 
     # --- consuming triggers ---------------------------------------------------------------------
-    async def _fetch_loop(self, p: int) -> None:
+    async def _bind(self, p: int) -> JetStreamContext.PullSubscription:
+        """The partition's trigger consumer, retried until it is there. A failure here used to end
+        the fetcher while the lease stayed held: in the chaos soak a reconciler taking partitions
+        over during a NATS node restart (NoStreamResponseError) never consumed two of them again,
+        and their RayJobs were never reconciled (a deletion never finalized, a new one never
+        initialized)."""
         js = self._nc.jetstream()
         config = trigger_consumer_config(self.controller, p, self.bus)
-        await js.add_consumer(s.STREAM_TRIGGERS, config)  # idempotent for an identical config
-        psub = await js.pull_subscribe_bind(durable=config.durable_name or "",
-                                            stream=s.STREAM_TRIGGERS)
+        delay = 0.2
+        while True:
+            try:
+                await js.add_consumer(s.STREAM_TRIGGERS, config)  # idempotent for an identical config
+                return await js.pull_subscribe_bind(durable=config.durable_name or "",
+                                                    stream=s.STREAM_TRIGGERS)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - retried; the lease is held meanwhile
+                TRIGGER_BIND_FAILURES.labels(self.controller.value).inc()
+                log.warning("trigger consumer not bound; retrying", extra={
+                    "partition": p, "error": repr(exc), "retry_s": delay})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _fetch_loop(self, p: int) -> None:
+        psub = await self._bind(p)
         try:
             while True:  # stopped by cancel_and_wait, which re-cancels a swallowed cancel
                 try:
