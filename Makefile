@@ -73,7 +73,7 @@ chaos: venv
 
 # The 2-minute soak (seed 1, every fault kind) as a pytest test; also collected by `make test`.
 chaos-short: venv
-	$(BIN)/pytest -q -p no:cacheprovider tests/chaos/test_soak_short.py
+	$(BIN)/pytest -q -p no:cacheprovider tests/chaos/check_soak_short.py
 
 crds: venv
 	$(BIN)/python -m raybus.api.crdgen deploy/crds
