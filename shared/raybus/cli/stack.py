@@ -24,6 +24,7 @@ from raybus.testing.servers import (
     RedisServer,
     die_with_parent,
     free_port,
+    free_ports,
     start_nats,
     start_nats_cluster,
     start_redis,
@@ -129,8 +130,7 @@ class LocalStack:
         if self.secure:
             with _environ(replicas):  # declare_bus runs here and reads RAYBUS_STREAM_REPLICAS
                 declare_bus(self.nats.options(Role.BUS_ADMIN.value))
-        self.api_port, self.dashboard_port = free_port(), free_port()
-        self.ray_events_port = free_port()
+        self.api_port, self.dashboard_port, self.ray_events_port = free_ports(3)
         self.env = stack_env({
             "RAYBUS_NATS_URL": self.nats.url, "RAYBUS_REDIS_URL": self.redis.url,
             "RAYBUS_KUBECONFIG": str(self.kubeconfig),

@@ -48,6 +48,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports: every socket stays bound until all are chosen. Separate
+    free_port() calls may return one port twice (seen: a NATS node's client and route port were
+    the same, and the node exited with "address already in use")."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)))
+                 for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+
+
 def _binary(name: str) -> str:
     beside = Path(sys.executable).parent / name
     if beside.exists():
@@ -230,7 +242,8 @@ def start_nats_cluster(home: Path | None = None, n: int = 3, secrets: Path | Non
     """`n` clustered servers, data in <home>/nats-<i>; `secrets` as for `start_nats` (the route
     port stays plain and loopback-only, as the install keeps routes inside the pod network)."""
     root = (home or Path(tempfile.mkdtemp(prefix="raybus-natsc-"))).resolve()
-    clients, routes, monitors = ([free_port() for _ in range(n)] for _ in range(3))
+    ports = free_ports(3 * n)
+    clients, routes, monitors = ports[:n], ports[n:2 * n], ports[2 * n:]
     auth = (secrets.resolve() / "nats-auth.conf").read_text() if secrets is not None else ""
     nodes = []
     for i in range(n):
