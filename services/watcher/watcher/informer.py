@@ -172,7 +172,7 @@ class Informer:
                                                        "retry_s": PUBLISH_RETRY_S})
         try:
             await asyncio.sleep(PUBLISH_RETRY_S)
-            # Then 0.2 s doubling to 2 s: the schedule of one loop that had made the first try.
+            # Then 0.2 s doubling to PUBLISH_RETRY_MAX_S: the schedule of one loop that had made the first try.
             async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=2 * PUBLISH_RETRY_S,
                                                                      min=2 * PUBLISH_RETRY_S,
                                                                      max=PUBLISH_RETRY_MAX_S),
