@@ -14,24 +14,26 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import nats
 import pytest
 from nats.errors import NoRespondersError
+from nats.js.errors import NoStreamResponseError
 
 from raybus.bus import security
 from raybus.bus import subjects as s
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, stream_configs
-from raybus.testing.servers import _binary, die_with_parent, free_port
+from raybus.testing.servers import _binary, die_with_parent, free_ports
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]
 CONF = REPO / "deploy" / "kustomize" / "base" / "nats.conf"
 DEADLINE_S = 60.0
+T = TypeVar("T")
 
 
 def until(cond: Callable[[], bool], what: str) -> None:
@@ -67,7 +69,8 @@ def local_conf(text: str, i: int, client: int, monitor: int, routes: list[int], 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int, int]]]:
     """nats-0..2 started together (podManagementPolicy: Parallel): (process, client, monitor)."""
-    text, routes = CONF.read_text(), [free_port() for _ in range(3)]
+    ports = free_ports(9)  # distinct: separate free_port() calls may repeat one
+    text, routes = CONF.read_text(), ports[:3]
     shared = security.generate(tmp_path / "secrets")
     servers = []
     for i in range(3):
@@ -76,7 +79,7 @@ def cluster(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int,
         # <dir>/secrets (the config includes ../secrets/nats-auth.conf, TLS + per-role users).
         (home / "config").mkdir(parents=True)
         shutil.copytree(shared, home / "secrets")  # one Secret raybus-bus, mounted by every server
-        client, monitor = free_port(), free_port()
+        client, monitor = ports[3 + 2 * i], ports[4 + 2 * i]
         (home / "config" / "nats.conf").write_text(local_conf(text, i, client, monitor, routes, home))
         proc = subprocess.Popen([_binary("nats-server"), "--config", str(home / "config" / "nats.conf")],
                                 env={**os.environ, "POD_NAME": f"nats-{i}"}, cwd=home,
@@ -125,19 +128,23 @@ async def test_streams_and_kv_on_three_servers_survive_one_loss(
         down.terminate()
         down.wait(timeout=60)
         deadline = time.monotonic() + DEADLINE_S
-        while True:
-            try:
-                ack = await js.publish(s.command_subject("cluster", "default", "c"), b"{}", timeout=5,
-                                       headers={"Nats-Msg-Id": "after-loss"})
-                break
-            except (NoRespondersError, TimeoutError, nats.errors.TimeoutError):
-                assert time.monotonic() < deadline, "no commands stream leader after one server stopped"
-                await asyncio.sleep(0.2)
+
+        async def once_elected(what: str, op: Callable[[], Awaitable[T]]) -> T:
+            # Until the remaining two elected a leader, a request finds no responder: nats-py
+            # raises NoStreamResponseError (a JetStream publish) or NoRespondersError, or times out.
+            while True:
+                try:
+                    return await op()
+                except (NoRespondersError, NoStreamResponseError, TimeoutError, nats.errors.TimeoutError):
+                    assert time.monotonic() < deadline, f"no {what} leader after one server stopped"
+                    await asyncio.sleep(0.2)
+        ack = await once_elected("commands stream", lambda: js.publish(
+            s.command_subject("cluster", "default", "c"), b"{}", timeout=5, headers={"Nats-Msg-Id": "after-loss"}))
         assert ack.stream == s.STREAM_COMMANDS and ack.seq >= 1
         after = (await js.stream_info(s.STREAM_COMMANDS)).cluster
         assert after is not None and after.leader != info.leader
-        assert await leases.put(s.lease_key("cluster", 0), b"me") >= 1
-        record, _ = await ledger.get("absent")
+        assert await once_elected("leases KV", lambda: leases.put(s.lease_key("cluster", 0), b"me")) >= 1
+        record, _ = await once_elected("batches KV", lambda: ledger.get("absent"))
         assert record is None
     finally:
         await nc.close()
