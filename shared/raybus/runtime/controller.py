@@ -24,6 +24,7 @@ from nats.js.client import JetStreamContext
 from nats.js.errors import FetchTimeoutError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from raybus.bus import subjects as s
 from raybus.bus.codec import decode_or_dead_letter
@@ -193,20 +194,21 @@ class ControllerRuntime:
         initialized)."""
         js = self._nc.jetstream()
         config = trigger_consumer_config(self.controller, p, self.bus)
-        delay = 0.2
-        while True:
-            try:
+
+        def failed(state: RetryCallState) -> None:
+            TRIGGER_BIND_FAILURES.labels(self.controller.value).inc()
+            log.warning("trigger consumer not bound; retrying", extra={
+                "partition": p, "error": repr(state.outcome.exception() if state.outcome else None),
+                "retry_s": state.next_action.sleep if state.next_action else None})
+        # Retried until bound (the lease is held meanwhile); a cancel (stop, lost lease) is not.
+        async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=0.2, min=0.2, max=5.0),
+                                           retry=retry_if_exception_type(Exception),
+                                           before_sleep=failed, reraise=True):
+            with attempt:
                 await js.add_consumer(s.STREAM_TRIGGERS, config)  # idempotent for an identical config
                 return await js.pull_subscribe_bind(durable=config.durable_name or "",
                                                     stream=s.STREAM_TRIGGERS)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - retried; the lease is held meanwhile
-                TRIGGER_BIND_FAILURES.labels(self.controller.value).inc()
-                log.warning("trigger consumer not bound; retrying", extra={
-                    "partition": p, "error": repr(exc), "retry_s": delay})
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        raise AssertionError("unreachable: AsyncRetrying retries forever")
 
     async def _fetch_loop(self, p: int) -> None:
         psub = await self._bind(p)
