@@ -47,7 +47,7 @@ _KINDS = {"RayCluster": s.Kind.RAYCLUSTER, "RayJob": s.Kind.RAYJOB, "RayService"
 GONE_KEPT = 65536  # deleted uids remembered (a batch naming one is refused without waiting)
 
 Report = Callable[[CommandBatch, list[CommandResult]], Awaitable[None]]
-Known = Callable[[], Awaitable[bool]]
+Known = Callable[[Callable[[list[CommandResult]], list[CommandResult]]], Awaitable[bool]]
 
 
 class RayObjects(ObjectCache):
@@ -104,6 +104,20 @@ def summary(batch: CommandBatch) -> str:
     return ", ".join(f"{n}x {what}" for what, n in sorted(tally.items()))[:500]
 
 
+def refusal_results(batch: CommandBatch, verdict: policy.Verdict,
+                    applied: list[CommandResult]) -> list[CommandResult]:
+    """403 for every command, except those `applied` says landed (a released batch's first
+    commands, kept by the ledger): their own results stand."""
+    landed = {(r.op, r.target): r for r in applied if r.ok}
+    message = f"refused by the command-executor's admission ({verdict.reason}): {verdict.detail}"[:1000]
+    out: list[CommandResult] = []
+    for cmd in batch.commands:
+        target = describe(target_of(cmd, batch))
+        out.append(landed.get((cmd.op, target))
+                   or CommandResult(op=cmd.op, target=target, ok=False, code=403, message=message))
+    return out
+
+
 class Admission:
     def __init__(self, nc: NATS, *, service: str, wait_s: float = 30.0, hold_s: float = 1.0,
                  retry_delay_s: float = 2.0, max_deliver: int = 20) -> None:
@@ -140,10 +154,11 @@ class Admission:
                     known: Known | None = None) -> bool:
         """True: apply it. False: the message is settled here (nak to look again later, or refused).
 
-        `known` (command batches) is asked right before a refusal: True when the command ledger
-        already holds the batch (claimed earlier, so admitted then: this is a redelivery, e.g.
-        its Outcome publish failed in a NATS node restart), and the caller must answer it the
-        ledger's way instead. A refusal answers "not applied"; for a batch whose creates landed
+        `known` (command batches) is asked right before a refusal, with the refusal's results for
+        what the ledger says landed: True when the command ledger already holds the batch
+        (claimed earlier, so admitted then: this is a redelivery, e.g. its Outcome publish failed
+        in a NATS node restart, or a transient API error released it), and the caller must
+        answer it the ledger's way instead. A refusal answers "not applied"; for a batch whose creates landed
         that made the reconciler drop their expectations and create the Pods again
         (tests/integration/boundary/test_admission_ledger.py)."""
         verdict = self.verdict(batch, subject=msg.subject, status=status)
@@ -165,7 +180,7 @@ class Admission:
                 "reconcile_id": batch.reconcile_id, "key": str(batch.key), "why": verdict.detail})
             await msg.nak(delay=self.retry_delay_s)
             return False
-        if known is not None and await known():
+        if known is not None and await known(lambda applied: refusal_results(batch, verdict, applied)):
             log.info("batch refused by admission is known to the ledger; answered from it", extra={
                 "reconcile_id": batch.reconcile_id, "key": str(batch.key), "reason": verdict.reason})
             return True
@@ -190,10 +205,8 @@ class Admission:
         await self._nc.jetstream().publish(s.dead_letter_subject(self._service), redacted(batch), headers={
             h.DLQ_SUBJECT: msg.subject, DLQ_REASON: verdict.reason,
             h.DLQ_ERROR: f"refused by admission: {verdict.reason}: {verdict.detail}"[:1000]})
-        message = f"refused by the command-executor's admission ({verdict.reason}): {verdict.detail}"[:1000]
         if msg.subject == s.command_subject(batch.controller, batch.key.namespace, batch.key.name) or \
                 msg.subject == s.status_subject(batch.controller, batch.key.namespace, batch.key.name):
             # Only answer on the subject's own object: a forged body never makes us publish elsewhere.
-            await report(batch, [CommandResult(op=c.op, target=describe(target_of(c, batch)), ok=False, code=403,
-                                               message=message) for c in batch.commands])
+            await report(batch, refusal_results(batch, verdict, []))
         await msg.ack()

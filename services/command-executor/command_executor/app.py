@@ -26,14 +26,14 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from opentelemetry import trace
 
-from command_executor.admission import Admission
+from command_executor.admission import Admission, Known
 from command_executor.executor import BatchResult, Executor
 from command_executor.mapping import describe, target_of
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
@@ -197,7 +197,7 @@ class CommandExecutorService:
     async def _handle_command(self, msg: Msg) -> None:
         batch = await self._decode(msg)
         if batch is None or not await self._admit(msg, batch, status=False,  # before any claim
-                                                  known=lambda: self._known(batch.reconcile_id)):
+                                                  known=lambda answer: self._known(batch.reconcile_id, answer)):
             return
         assert self.ledger is not None
         holder = f"{self.settings.replica_id}/{uuid.uuid4().hex[:8]}"  # one per handling
@@ -214,7 +214,7 @@ class CommandExecutorService:
                 return
             batch_result, revision = result
             if batch_result.transient and self._delivered(msg) < self.settings.max_deliver:
-                await self.ledger.release(batch.reconcile_id, revision=revision)
+                await self.ledger.release(batch.reconcile_id, revision=revision, applied=batch_result.results)
                 await self._nak_transient(msg, batch, batch_result)
                 return
             if not await self.ledger.finish(batch.reconcile_id, revision=revision,
@@ -226,7 +226,7 @@ class CommandExecutorService:
             self.applied += 1
 
     async def _admit(self, msg: Msg, batch: CommandBatch, *, status: bool,
-                     known: Callable[[], Awaitable[bool]] | None = None) -> bool:
+                     known: Known | None = None) -> bool:
         """Admission (issue 18): only a batch a reconciler could have produced is applied."""
         if self.admission is None:
             return True
@@ -236,14 +236,16 @@ class CommandExecutorService:
             MESSAGES.labels(SERVICE, "status" if status else "command", "not_admitted").inc()
         return admitted
 
-    async def _known(self, batch_id: str) -> bool:
-        """Before admission refuses a batch: revoke it in the ledger (create-if-absent), so the
-        refusal is final (no later copy can be claimed). False: revoked, refuse it. True: the
-        ledger had it from a claim, i.e. admitted before: the claim path answers it (done: its
-        recorded results; applying under a live lease: wait; released or lapsed: take it over
-        and re-apply, idempotent as every takeover)."""
+    async def _known(self, batch_id: str,
+                     answer: Callable[[list[CommandResult]], list[CommandResult]]) -> bool:
+        """Before admission refuses a batch: make the refusal final in the ledger
+        (`BatchLedger.refuse`), so no later copy can be claimed. False: revoked, refuse it. True:
+        the ledger had it from a claim, i.e. admitted before: the claim path answers it (done:
+        its recorded results, which for a released batch are now what landed plus the refusal;
+        applying under a live lease: wait; lapsed: take it over and re-apply, idempotent as
+        every takeover)."""
         assert self.ledger is not None
-        record = await self.ledger.revoke(batch_id, now=time.time())
+        record = await self.ledger.refuse(batch_id, now=time.time(), answer=answer)
         return record is not None and record.state != "revoked"
 
     async def _answer_unclaimed(self, msg: Msg, batch: CommandBatch, record: BatchRecord | None) -> None:

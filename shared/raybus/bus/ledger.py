@@ -9,6 +9,8 @@ NATS KV bucket `raybus-batches` (compare-and-set on every transition):
 
     (absent) --executor claim--> applying --executor finish--> done (results kept)
     (absent) --reconciler revoke--> revoked       applying --lease lapses--> taken over by a claim
+    applying --transient API error--> released (holder "", the commands that landed kept)
+    released --admission refuses the redelivery--> done (what landed, the refusal for the rest)
 
 - The executor claims a batch before touching the API server and records the results before it
   acks. A redelivered or duplicated batch that is `done` is answered from the record (no second
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -136,10 +139,13 @@ class BatchLedger:
         except KeyWrongLastSequenceError:
             return None
 
-    async def release(self, batch_id: str, *, revision: int) -> None:
-        """Give the batch back (a transient API error: it will be redelivered) without revoking it."""
+    async def release(self, batch_id: str, *, revision: int, applied: list[CommandResult] | None = None) -> None:
+        """Give the batch back (a transient API error: it will be redelivered) without revoking it.
+        `applied`: the commands that landed before the error, so a refusal of the redelivery
+        (`refuse`) can still say which of them took effect."""
+        record = BatchRecord(state="applying", results=[r for r in applied or [] if r.ok])
         with contextlib.suppress(KeyWrongLastSequenceError):
-            await self._kv.update(batch_id, _encode(BatchRecord(state="applying")), last=revision)
+            await self._kv.update(batch_id, _encode(record), last=revision)
 
     async def finish(self, batch_id: str, *, revision: int, results: list[CommandResult],
                      now: float) -> bool:
@@ -160,6 +166,32 @@ class BatchLedger:
         except KeyWrongLastSequenceError:
             record, _ = await self.get(batch_id)
             return record
+
+
+    async def refuse(self, batch_id: str, *, now: float,
+                     answer: Callable[[list[CommandResult]], list[CommandResult]]) -> BatchRecord | None:
+        """Admission refuses a batch (e.g. its RayCluster was deleted meanwhile): make that final.
+        Absent: revoked (as `revoke`), nothing of it was applied. Released after a transient error
+        (nobody holds it): done, with `answer(applied)` as its results, i.e. the commands that
+        landed before the error and the refusal for the rest. Re-applying it instead would create
+        a deleted cluster's Pods again under names already used (seen in the chaos soak: a worker
+        batch retried through API 500s after its cluster's deletion). Done, or held by a replica
+        (live or lapsed lease): returned unchanged, the claim path answers it."""
+        for _ in range(5):  # lost CAS races re-read
+            record, revision = await self.get(batch_id)
+            if record is None:
+                with contextlib.suppress(KeyWrongLastSequenceError):
+                    await self._kv.create(batch_id, _encode(BatchRecord(state="revoked", finished_at=now)))
+                    return BatchRecord(state="revoked", finished_at=now)
+                continue
+            if record.state != "applying" or record.holder:
+                return record
+            finished = BatchRecord(state="done", finished_at=now, results=answer(record.results))
+            with contextlib.suppress(KeyWrongLastSequenceError):
+                await self._kv.update(batch_id, _encode(finished), last=revision)
+                return finished
+        record, _ = await self.get(batch_id)
+        return record
 
 
 def describe_record(record: BatchRecord | None) -> str:

@@ -9,8 +9,9 @@ landed. If its RayCluster was deleted meanwhile, admission refused the redeliver
 applied). The reconciler believed it and dropped the batch's create expectations (their names
 queued for reuse: the creates would be decided again). Now a refusal first revokes the batch in
 the ledger (create-if-absent), and a batch the ledger already knows goes the ledger's way:
-answered from its results when done, taken over and re-applied (idempotent, named creates) when a
-released or lapsed claim holds it. Real nats-server, local API server, real watcher and executor.
+answered from its results when done; when a transient error released it, the ledger records what
+landed plus the refusal for the rest (re-applying it created a deleted cluster's Pods again, seen
+in the chaos soak); a lapsed claim is taken over and re-applied (idempotent, named creates). Real nats-server, local API server, real watcher and executor.
 """
 
 from __future__ import annotations
@@ -57,10 +58,15 @@ async def test_a_redelivered_batch_of_a_deleted_cluster_is_answered_as_the_ledge
         assert claim.won
         assert await ledger.finish(done.reconcile_id, revision=claim.revision, now=time.time(), results=[
             CommandResult(op="create", target="Pod/default/rc-head-a", ok=True, code=201, resource_version="1")])
-        # 2. Claimed, partly applied, then released after a transient API error.
-        released = batch(uid, CreateObject(reason="Created worker Pod", object=pod("rc-worker-b", owner_uid=uid)))
+        # 2. Claimed, its first create landed, then released after a transient API error (500
+        #    on the second create).
+        released = batch(uid, CreateObject(reason="Created worker Pod", object=pod("rc-worker-b", owner_uid=uid)),
+                         CreateObject(reason="Created worker Pod", object=pod("rc-worker-b2", owner_uid=uid)))
+        await kube.create(POD, pod("rc-worker-b", owner_uid=uid), namespace="default")
         claim = await ledger.claim(released.reconcile_id, holder="x9/dead", lease_s=5.0, now=time.time())
-        await ledger.release(released.reconcile_id, revision=claim.revision)
+        await ledger.release(released.reconcile_id, revision=claim.revision, applied=[
+            CommandResult(op="create", target="Pod/default/rc-worker-b", ok=True, code=201, resource_version="7"),
+            CommandResult(op="create", target="Pod/default/rc-worker-b2", ok=False, code=500)])
         # 3. Never claimed: admission refuses it, and the refusal is now final in the ledger.
         fresh = batch(uid, CreateObject(reason="Created worker Pod", object=pod("rc-worker-c", owner_uid=uid)))
 
@@ -72,7 +78,14 @@ async def test_a_redelivered_batch_of_a_deleted_cluster_is_answered_as_the_ledge
         assert [(r.ok, r.code) for r in first.results] == [(True, 201)], first.results  # not "403, refused"
         await publish_commands(js, released)
         second = await outcome(js, "rc", released.reconcile_id)
-        assert second.results[0].ok, second.results  # re-applied under a new claim: 201 or 409
+        # Not re-applied (that would create a deleted cluster's Pod again): what landed stands,
+        # the rest is refused, and the ledger says so for every later copy.
+        assert [(r.ok, r.code, r.resource_version) for r in second.results] == [
+            (True, 201, "7"), (False, 403, None)], second.results
+        record, _ = await ledger.get(released.reconcile_id)
+        assert record is not None and record.state == "done" and record.results == second.results
+        pods, _ = await kube.list_all(POD, namespace="default")
+        assert "rc-worker-b2" not in {p["metadata"]["name"] for p in pods}
         await publish_commands(js, fresh)
         third = await outcome(js, "rc", fresh.reconcile_id)
         assert not third.results[0].ok and third.results[0].code == 403
