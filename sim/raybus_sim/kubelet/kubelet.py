@@ -184,6 +184,18 @@ class Kubelet:
                 c.state, c.exit_code, c.reason = "terminated", t.get("exitCode", 0), t.get("reason", "")
                 c.started_at, c.finished_at = t.get("startedAt"), t.get("finishedAt")
         self.programs.started(sim)  # a submitter that was running starts over (its CLI died with us)
+        if any(c.state == "running" and not c.ready for c in sim.containers):
+            # Restarted between "running" and its readiness probe passing: a real kubelet keeps
+            # probing, so the Pod still turns Ready (the chaos soak saw a RayJob's worker stay
+            # unready for good after an API server restart, and its RayJob Initializing).
+            self._spawn((sim.namespace, sim.name), self._become_ready(sim))
+
+    async def _become_ready(self, sim: PodSim) -> None:
+        await self._sleep(self.delays(sim.namespace).ready)
+        for c in sim.containers:
+            if c.state == "running":
+                c.ready = True
+        await self.write_status(sim)
 
     # --- status writes -----------------------------------------------------------------------------
     async def write_status(self, sim: PodSim) -> bool:

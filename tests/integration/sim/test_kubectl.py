@@ -223,6 +223,29 @@ def test_state_file_restart_resumes(tmp_path: Path) -> None:
         second.stop()
 
 
+def test_a_pod_restored_running_but_not_ready_still_turns_ready(tmp_path: Path) -> None:
+    """The simulator restarted between a container's start and its readiness (the chaos soak's
+    API server restart left a RayJob's worker unready for good): a kubelet keeps probing."""
+    state = tmp_path / "state.json"
+    first = start(tmp_path / "a", "--state-file", str(state))
+    try:
+        hold = urllib.request.Request(f"{first.url}/sim/readiness-holds", method="POST", data=json.dumps(
+            {"namespace": "default", "labelSelector": "app=held"}).encode(),
+            headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(hold, timeout=5).close()
+        first.kubectl("apply", "-f", "-", stdin=POD_AND_SVC.format(name="held"))
+        first.kubectl("wait", "--for=jsonpath={.status.phase}=Running", "pod/held", "--timeout=10s")
+        pod = json.loads(first.kubectl("get", "pod", "held", "-o", "json"))
+        assert [c["ready"] for c in pod["status"]["containerStatuses"]] == [False]
+    finally:
+        first.stop()
+    second = start(tmp_path / "b", "--state-file", str(state))  # the hold died with the first
+    try:
+        second.kubectl("wait", "--for=condition=Ready", "pod/held", "--timeout=10s")
+    finally:
+        second.stop()
+
+
 def test_kubectl_errors_and_nodes_look_like_a_cluster(srv: Proc) -> None:
     bad = '{"apiVersion":"ray.io/v1","kind":"RayCluster","metadata":{"name":"bad"},"spec":{"bogus":1}}'
     out = srv.kubectl("apply", "-f", "-", stdin=bad, check=False)
