@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import nats
 import yaml
-from nats.js.errors import NoKeysError
+from nats.js.errors import KeyNotFoundError
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client
 from raybus.bus import subjects as s
@@ -180,13 +180,19 @@ class RayPart:
         nc = await nats.connect(**self.stack.nats.options())
         out: dict[str, list[dict[str, Any]]] = {}
         try:
-            kv = await nc.jetstream().key_value(s.KV_BATCHES)
-            try:
-                keys = await kv.keys()
-            except NoKeysError:
-                keys = []
+            js = nc.jetstream()
+            kv = await js.key_value(s.KV_BATCHES)
+            # The keys from the stream's per-subject counts, not `kv.keys()`: nats-py's watcher
+            # asks consumer info right after creating the consumer, which on a 3-node cluster
+            # can report 0 pending and end the listing empty (a run read 0 batches of 300).
+            prefix = f"$KV.{s.KV_BATCHES}."
+            info = await js.stream_info(f"KV_{s.KV_BATCHES}", subjects_filter=f"{prefix}>")
+            keys = sorted(subject[len(prefix):] for subject in (info.state.subjects or {}))
             for key in keys:
-                entry = await kv.get(key)
+                try:
+                    entry = await kv.get(key)
+                except KeyNotFoundError:  # expired (kept 2 h) between the listing and the read
+                    continue
                 with contextlib.suppress(ValueError):
                     record = BatchRecord.model_validate_json(entry.value or b"")
                     if record.state == "done":

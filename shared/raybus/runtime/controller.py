@@ -113,7 +113,7 @@ class ControllerRuntime:
         await ensure_streams(js, self.bus)
         await self.cache.start()  # (c): full snapshot before any decision
         kv = await ensure_leases(js, self.bus)
-        self.leases = PartitionLeases(kv, controller=self.controller, replica_id=self.replica_id,
+        self.leases = PartitionLeases(kv, js, controller=self.controller, replica_id=self.replica_id,
                                       partitions=self.bus.partitions, ttl_s=self.bus.lease_ttl_s)
         await self._lease_round()
         self._tasks.append(asyncio.create_task(self._lease_loop()))

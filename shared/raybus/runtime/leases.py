@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass, field
 
 from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js.errors import APIError, KeyWrongLastSequenceError, NoKeysError, NotFoundError
+from nats.js import JetStreamContext
+from nats.js.errors import APIError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 
 from raybus.bus import subjects as s
@@ -32,9 +33,10 @@ class LeaseChanges:
 
 
 class PartitionLeases:
-    def __init__(self, kv: KeyValue, *, controller: s.Controller, replica_id: str,
+    def __init__(self, kv: KeyValue, js: JetStreamContext, *, controller: s.Controller, replica_id: str,
                  partitions: int, ttl_s: float) -> None:
         self._kv = kv
+        self._js = js
         self._controller = controller
         self._replica = replica_id
         self._partitions = partitions
@@ -51,19 +53,21 @@ class PartitionLeases:
         return sorted(range(self._partitions), key=score, reverse=True)
 
     async def _members(self) -> int:
-        prefix = f"member-{self._controller.value}-"
+        """Live replicas of this controller: the member keys (the bucket's TTL expires a dead
+        one's), counted from the stream's per-subject state. Not `kv.keys()`: that creates an
+        ephemeral consumer at every tick, which the server refuses right after SIGKILLs ("maximum
+        consumers limit reached", seen in the chaos soak), and on a 3-node cluster its listing
+        can end empty (consumer info asked before the consumer knows its pending count)."""
+        bucket = f"$KV.{s.KV_LEASES}."
+        prefix = f"{bucket}member-{self._controller.value}-"  # (a wildcard only matches whole tokens)
         try:
-            keys = await self._kv.keys()
-        except (NotFoundError, NoKeysError):
-            return 1
+            info = await self._js.stream_info(f"KV_{s.KV_LEASES}", subjects_filter=f"{bucket}>")
         except (APIError, NatsTimeoutError) as exc:
-            # keys() makes an ephemeral consumer; right after SIGKILLs (their consumers not yet
-            # expired) or a NATS node restart the server may refuse it ("maximum consumers limit
-            # reached", seen in the chaos soak). The member count only sizes the fair share, so
-            # the last one seen does until the next tick; failing here made a restarted replica exit.
+            # e.g. a NATS node restart. The member count only sizes the fair share, so the last
+            # one seen does until the next tick; failing here made a restarted replica exit.
             log.warning("lease members unknown, keeping the last count", extra={"error": str(exc)})
             return self._members_seen
-        self._members_seen = max(1, sum(1 for k in keys if k.startswith(prefix)))
+        self._members_seen = max(1, sum(1 for subject in info.state.subjects or {} if subject.startswith(prefix)))
         return self._members_seen
 
     def valid(self, partition: int) -> bool:
