@@ -36,6 +36,7 @@ from raybus.adapters.dashboard import (
     DashboardError,
     DashboardGarbage,
     DashboardOutcomeUnknown,
+    DashboardTransientError,
     JobAlreadyExists,
     JobNotFound,
     RayDashboardClient,
@@ -71,15 +72,44 @@ State = Literal["ok", "failed", "unknown"]
 Outcome = tuple[State, str]
 
 
-async def already_done(client: RayDashboardClient, command: DashboardCommandMessage) -> Outcome | None:
+# How long a takeover waits for the head to say whether the lapsed holder's write landed.
+TAKEOVER_LOOK_S = 20.0
+
+
+class _HeadCannotSay(Exception):
+    pass
+
+
+async def already_done(client: RayDashboardClient, command: DashboardCommandMessage, *,
+                       look_s: float = TAKEOVER_LOOK_S) -> Outcome | None:
     """A command taken over from a holder whose claim lapsed may have been executed by it: look
     before sending it again (the chaos soak saw a Serve config PUT twice: the first holder's ledger
     finish was blocked by a NATS election past its lease). A submission the head knows, or a Serve
-    config every app of which the head already runs as given, is done; None: send it."""
+    config every app of which the head already runs as given, is done; None: send it.
+
+    A head that cannot answer (times out, garbage) is asked again for up to `look_s`: sending
+    blind is what put a config twice in the soak (the poller SIGKILLed right after its PUT, the
+    head timing out when the next one took the command over). Still no answer: `unknown`, not
+    sent; the owner decides again as after any write without a definite answer."""
+    try:
+        async for attempt in AsyncRetrying(stop=stop_after_delay(look_s),
+                                           wait=wait_exponential(multiplier=0.25, min=0.25, max=4.0),
+                                           retry=retry_if_exception_type(_HeadCannotSay), reraise=True):
+            with attempt:
+                return await _look(client, command)
+    except _HeadCannotSay as exc:
+        return "unknown", f"taken over from a holder that may have sent it; the head could not say ({exc}): not sent"
+    raise AssertionError("unreachable: AsyncRetrying reraises")
+
+
+async def _look(client: RayDashboardClient, command: DashboardCommandMessage) -> Outcome | None:
     c = command.command
     try:
         if isinstance(c, SubmitJob):
-            await client.get_job_info(c.job_id)
+            try:
+                await client.get_job_info(c.job_id)
+            except JobNotFound:
+                return None
             return "ok", f"submission id {c.job_id} found after a takeover: not sent again"
         if isinstance(c, PutServeConfig):
             deployed = {name: app.deployed_app_config
@@ -87,8 +117,10 @@ async def already_done(client: RayDashboardClient, command: DashboardCommandMess
             wanted = c.config.get("applications") or []
             if wanted and all(_within(app, deployed.get(str(app.get("name", "default")))) for app in wanted):
                 return "ok", "Serve config found on the head after a takeover: not sent again"
+    except DashboardTransientError as exc:
+        raise _HeadCannotSay(str(exc)[:200]) from exc
     except DashboardError:
-        return None  # not found, or the head cannot say: send it (as without a takeover)
+        return None  # the head answered, without it (e.g. 400 on a head with no Serve): send it
     return None
 
 

@@ -11,10 +11,11 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.errors import NoStreamResponseError
 
+from dashboard_poller.commands import already_done
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.bus import subjects as s
 from raybus.bus.codec import encode
-from raybus.bus.envelopes import DashboardCommandMessage
+from raybus.bus.envelopes import DashboardCommandMessage, ObjectKey
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.publish import DASHBOARD_KIND, DASHBOARD_RESULT_KIND, dashboard_ledger_key
 from raybus.decisions.dashboard_contract import DeleteJob, PutServeConfig, StopJob, SubmitJob
@@ -145,6 +146,31 @@ async def test_a_takeover_looks_before_executing_again(nats_server: NatsServer, 
         assert (await requests(sim))[counted] == 1  # the lapsed holder's only
     finally:
         await poller.stop()
+
+
+async def test_a_takeover_asks_a_silent_head_again_and_never_sends_blind(sim: Sim) -> None:
+    """The soak's third Serve-PUT-twice: the poller was SIGKILLed right after its PUT, and the
+    head timed out when the next poller took the command over and looked. It looks again until
+    the head answers; a head that never answers gets nothing sent (`unknown`)."""
+    config = {"applications": [{"name": "a1", "route_prefix": "/", "import_path": "hello:app"}]}
+    head = sim.client(CLUSTER, namespace=NS)
+    await head.update_deployments(config)  # what the killed holder sent
+    command = DashboardCommandMessage(
+        key=ObjectKey(namespace=NS, name="svc"), kind="rayservice", controller=s.Controller.SERVICE.value,
+        command_id="cmd-look", command=PutServeConfig(reason="deploy", cluster=CLUSTER, config=config,
+                                                      config_hash="h1"))
+    looking = sim.client(CLUSTER, namespace=NS, timeout_s=0.2, get_attempts=1)
+    apps = "/api/serve/applications"
+    await sim.control("POST", f"/{NS}/{CLUSTER}/faults",
+                      {"kind": "timeout", "count": 2, "sleep_s": 1.0, "path_contains": apps})
+    found = await already_done(looking, command, look_s=10.0)
+    assert found is not None and found[0] == "ok" and "not sent again" in found[1], found
+    assert (await requests(sim))[f"GET {apps}/"] >= 3  # two timeouts, then the answer
+    await sim.control("POST", f"/{NS}/{CLUSTER}/faults",
+                      {"kind": "timeout", "count": 1000, "sleep_s": 1.0, "path_contains": apps})
+    silent = await already_done(looking, command, look_s=0.5)
+    assert silent is not None and silent[0] == "unknown" and "not sent" in silent[1], silent
+    assert (await requests(sim))[f"PUT {apps}/"] == 1  # the killed holder's only
 
 
 async def test_idempotent_and_refused_commands(nats_server: NatsServer, sim: Sim, nc: NATS) -> None:
