@@ -30,6 +30,7 @@ lint: venv
 test: venv envtest lint rayvenv
 	$(BIN)/pytest -q -p no:cacheprovider --ignore=tests/integration/realray $(PYTEST_ARGS)
 	$(MAKE) test-realray
+	$(MAKE) chaos-short
 
 # Ray itself for the tests against a real head (tests/integration/realray), in its own venv: Ray
 # pins its own grpcio/protobuf/aiohttp, which must not move the project's pins.
@@ -71,9 +72,10 @@ bench: venv
 chaos: venv
 	$(BIN)/python -m tests.chaos.soak $(CHAOS_ARGS)
 
-# The 2-minute soak (seed 1, every fault kind) as a pytest test; also collected by `make test`.
+# The 2-minute soak (seed 1, every fault kind) as a pytest test; the last step of `make test`
+# (about 3 minutes). Its services' logs stay under the pytest tmp dir it prints on failure.
 chaos-short: venv
-	$(BIN)/pytest -q -p no:cacheprovider tests/chaos/check_soak_short.py
+	$(BIN)/pytest -q -p no:cacheprovider tests/chaos/check_soak_short.py $(CHAOS_SHORT_ARGS)
 
 crds: venv
 	$(BIN)/python -m raybus.api.crdgen deploy/crds

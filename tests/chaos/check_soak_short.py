@@ -1,4 +1,4 @@
-"""The 2-minute chaos soak (`make chaos-short`; not collected by `make test`, see README): seed 1, every fault kind
+"""The 2-minute chaos soak (`make chaos-short`, the last step of `make test`): seed 1, every fault kind
 at least once (the injector goes through each kind first), every invariant of tests/chaos/soak.py
 must hold. About 3 minutes of wall time on the 2-core machine: stack start, 2 minutes of workload
 and faults, then convergence and 10 steady seconds."""

@@ -28,7 +28,7 @@ from raybus.decisions.cluster.outcome import cluster_ref
 from raybus.decisions.cluster.reconcile import ClusterSnapshot, CommandFailure, reconcile_cluster
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.cluster.status import inconsistent_status
-from raybus.decisions.commands import ObjectRef, RecordEvent, UpdateStatus
+from raybus.decisions.commands import CreateObject, ObjectRef, RecordEvent, UpdateStatus
 from raybus.runtime.cache import union_by_name
 from raybus.runtime.controller import ReconcileFn, Result
 from raybus.runtime.inflight import InFlightWrites
@@ -97,6 +97,7 @@ class ClusterReconciler:
     async def reconcile(self, key: ObjectKey) -> Result:
         cache, store = self._ctx.cache, self._ctx.store
         raw = cache.get(s.Kind.RAYCLUSTER, key.namespace, key.name)
+        raw_seq = cache.held_seq(s.Kind.RAYCLUSTER, key.namespace, key.name)
         if raw is None:
             # RayClusterScaleExpectation.Delete on NotFound, but kept in Redis for a while: KubeRay
             # deletes them in the process whose informer saw the deletion, which never decides on
@@ -156,6 +157,14 @@ class ClusterReconciler:
                                      entropy=secrets.token_hex(8))
         commands = self._inflight.drop_pending_creates(key, list(decision.commands),
                                                        batch_id=batch_id)
+        if any(isinstance(c, CreateObject) for c in commands) and not await cache.is_latest(
+                s.Kind.RAYCLUSTER, key.namespace, key.name, raw_seq):
+            # A create decided on a RayCluster the bus already has a newer copy of (e.g. its
+            # deletion, behind a stalled consumer while the GC's Pod deletions arrived): not
+            # published; decided again on the newer copy (ObjectCache.is_latest).
+            log.info("RayCluster newer on the bus than in the cache; creates decided again", extra={
+                "key": str(key)})
+            return Result(requeue_after=0.1)
         if decision.expectations != expectations:
             # Before publishing: a crash in between leaves expectations naming a batch that was
             # never published; the next reconcile revokes it through the ledger and re-decides.

@@ -11,7 +11,6 @@ implemented with aiolimiter: `burst` tokens refilled at `qps` per second.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -26,6 +25,7 @@ from kubernetes_asyncio import config as kconfig
 from kubernetes_asyncio.client.exceptions import ApiException
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from raybus.observability import restclient
 
@@ -222,6 +222,12 @@ class _RetryAfter(Exception):
         self.seconds, self.error = seconds, error
 
 
+def _retry_after(state: RetryCallState) -> float:
+    """Sleep what the API server's Retry-After said."""
+    exc = state.outcome.exception() if state.outcome is not None else None
+    return exc.seconds if isinstance(exc, _RetryAfter) else 0.0
+
+
 class KubeClient:
     """Generic JSON verbs; every call but a watch's streaming body goes through the limiter."""
 
@@ -248,14 +254,15 @@ class KubeClient:
         # processed; it sleeps Retry-After and sends the request again, up to maxRetries (10) times,
         # each through the rate limiter. Without it an API server throttling for a second turned
         # into a failed batch and its redelivery backoff.
-        for attempt in range(MAX_RETRIES + 1):
-            try:
-                return await self._call_once(method, path, query=query, body=body, content_type=content_type)
-            except _RetryAfter as retry:
-                if attempt == MAX_RETRIES:
-                    raise retry.error from None
-                await asyncio.sleep(retry.seconds)
-        raise AssertionError("unreachable")
+        try:
+            async for attempt in AsyncRetrying(stop=stop_after_attempt(MAX_RETRIES + 1), wait=_retry_after,
+                                               retry=retry_if_exception_type(_RetryAfter), reraise=True):
+                with attempt:
+                    return await self._call_once(method, path, query=query, body=body,
+                                                 content_type=content_type)
+        except _RetryAfter as retry:
+            raise retry.error from None
+        raise AssertionError("unreachable: AsyncRetrying reraises")
 
     async def _call_once(self, method: str, path: str, *, query: list[tuple[str, str]] | None,
                          body: object, content_type: str) -> Json:
