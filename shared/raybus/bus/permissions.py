@@ -83,6 +83,8 @@ def _reconciler(controller: Controller) -> Permissions:
         s.triggers_filter(controller),
         s.dead_letter_subject(f"{controller.value}-reconciler"),
         *_consume(s.STREAM_OBJECTS), *_consume(s.STREAM_TRIGGERS), *_consume(s.STREAM_OUTCOMES),
+        # ObjectCache.is_latest: is the copy a create was decided on still the object's last?
+        *_get(s.STREAM_OBJECTS),
         *_kv(s.KV_LEASES, write=True),
         # Revoke (create-if-absent) batches it published and gave up on.
         *_kv(s.KV_BATCHES, write=True),
