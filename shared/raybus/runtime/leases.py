@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.errors import APIError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 
 from raybus.bus import subjects as s
@@ -110,8 +110,12 @@ class PartitionLeases:
                                                      self._replica.encode())
                 self._renewed_at[p] = time.monotonic()
                 changes.acquired.add(p)
-            except KeyWrongLastSequenceError:
-                continue  # someone else holds it
+            except (KeyWrongLastSequenceError, KeyNotFoundError):
+                # Someone else holds it; or it changed under nats-py's create, which after a
+                # "wrong last sequence" reads the key back and raises KeyNotFoundError when a
+                # replica released it meanwhile (a restarted job-reconciler exited on it at
+                # start in the chaos soak). Either way: not ours this tick.
+                continue
         return changes
 
     async def release(self, partition: int) -> None:
