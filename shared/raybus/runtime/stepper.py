@@ -93,23 +93,28 @@ class StepRunner:
             await self._ctx.publish(key=key, kind=self._kind, commands=commands,
                                     reasons=list(step.reasons), uid=uid, resource_version=rv,
                                     batch_id=batch_id)
+        wrote_commands = any(not isinstance(c, UpdateStatus) for c in commands)
         dashboard_ids: list[str] = []
         js = self._ctx.nc.jetstream()
-        for command_id, command in zip(dashboard_command_ids(batch_id, len(step.dashboard_commands)),
-                                       step.dashboard_commands, strict=True):
-            log.info(command.reason, extra={"key": str(key), "op": command.op, "command_id": command_id})
-            await publish_dashboard_command(js, DashboardCommandMessage(
-                key=key, kind=self._kind.value, uid=uid, resource_version=rv,
-                controller=self._ctx.controller.value, command_id=command_id, command=command))
-            dashboard_ids.append(command_id)
-        if step.interests is not None:
-            interests = list(step.interests) or [DashboardInterest()]
-            await self._interests.publish(controller=self._ctx.controller, key=key, kind=self._kind.value,
-                                          interest=interests[0], more=interests[1:], uid=uid)
-        wrote_commands = any(not isinstance(c, UpdateStatus) for c in commands)
-        self.barrier.wrote(key, batch=batch_id if wrote_commands else None,
-                           status=(s.status_batch_id(batch_id), rv) if step.status is not None else None,
-                           dashboard=dashboard_ids, base_rv=rv)
+        try:
+            for command_id, command in zip(dashboard_command_ids(batch_id, len(step.dashboard_commands)),
+                                           step.dashboard_commands, strict=True):
+                log.info(command.reason, extra={"key": str(key), "op": command.op, "command_id": command_id})
+                await publish_dashboard_command(js, DashboardCommandMessage(
+                    key=key, kind=self._kind.value, uid=uid, resource_version=rv,
+                    controller=self._ctx.controller.value, command_id=command_id, command=command))
+                dashboard_ids.append(command_id)
+            if step.interests is not None:
+                interests = list(step.interests) or [DashboardInterest()]
+                await self._interests.publish(controller=self._ctx.controller, key=key, kind=self._kind.value,
+                                              interest=interests[0], more=interests[1:], uid=uid)
+        finally:
+            # Whatever went out is waited for, even when a later publish failed: the chaos soak
+            # saw a Serve config PUT 8 times in 0.8 s, each round's command published and its
+            # interest publish failing in a NATS election, so no round knew of the one before.
+            self.barrier.wrote(key, batch=batch_id if wrote_commands else None,
+                               status=(s.status_batch_id(batch_id), rv) if step.status is not None else None,
+                               dashboard=dashboard_ids, base_rv=rv)
         return Result(requeue_after=step.requeue_after, error=step.error is not None,
                       published=wrote_commands or bool(dashboard_ids))
 
