@@ -196,7 +196,8 @@ class ClusterReconciler:
                 self._inflight.status_not_sent(key, s.status_batch_id(batch_id))
                 raise
         published = any(not isinstance(c, UpdateStatus) for c in commands)
-        return Result(requeue_after=requeue, error=decision.error is not None, published=published)
+        return Result(requeue_after=requeue, error=decision.error is not None, published=published,
+                      status=any(isinstance(c, UpdateStatus) for c in commands))
 
     async def _unparseable(self, key: ObjectKey, raw: dict[str, Any],
                            exc: ValidationError) -> Result:
