@@ -68,9 +68,9 @@ class ClusterReconciler:
 
     def bind(self, look_again: Any, epoch: Callable[[ObjectKey], int],
              retry: Callable[[ObjectKey], None] | None = None) -> None:
-        """A status held back behind an in-flight one is asked for again once that settles, a
-        status write that failed with the rate limiter (`retry`); `epoch` tells when the
-        expectations memo must be re-read from Redis."""
+        """A status held back behind an in-flight one is asked for again once that settles; a
+        failed status write asks for a reconcile (`retry`), which requeues for when it may be
+        sent again; `epoch` tells when the expectations memo must be re-read from Redis."""
         self._inflight.on_ready = look_again
         self._inflight.on_status_failed = retry
         self._epoch = epoch
@@ -281,7 +281,7 @@ class ClusterReconcilerApp(ReconcilerApp):
 
     async def prepare(self, ctx: ReconcilerContext) -> None:
         assert self.reconciler is not None and self.runtime is not None
-        self.reconciler.bind(self.runtime.look_again, self.runtime.epoch, retry=self.runtime.command_failed)
+        self.reconciler.bind(self.runtime.look_again, self.runtime.epoch, retry=self.runtime.look_again)
 
 
 def create_app(settings: CommonSettings, operator: OperatorSettings | None = None) -> ReconcilerApp:

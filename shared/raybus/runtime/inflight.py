@@ -56,20 +56,17 @@ class InFlightWrites:
     def settle(self, batch_id: str, *, written_rv: str | None = None, status_failed: bool = False) -> None:
         """The executor finished this batch (successfully or not); `written_rv`: the object's
         resourceVersion after a successful status write; `status_failed`: its status write was
-        not applied (refused, or skipped), so the status must be sent again: it is forgotten,
-        and `on_status_failed(key)` asks for a retry (KubeRay: a failed Status().Update is the
-        reconcile's error, requeued with the rate limiter)."""
+        not applied (refused, or skipped): `on_status_failed(key)` asks for a reconcile, which
+        finds the same status still held back for `window_s` and requeues for when it is not
+        (cluster_reconciler.app._after_write), so a failed write is sent again after the window,
+        as before, and a write that keeps failing costs one API call per window, not a loop."""
         if batch_id in self._sent:
             self._settled[batch_id] = self._clock()
         key = self._status_batches.pop(batch_id, None)
         if key is not None and written_rv and key in self._bases:
             self._written[key] = (self._bases[key], written_rv)
-        if key is not None and status_failed:
-            sent = self._status.get(key)
-            if sent is not None and sent[1] == batch_id:
-                self._status.pop(key, None)
-            if self.on_status_failed is not None:
-                self.on_status_failed(key)
+        if key is not None and status_failed and self.on_status_failed is not None:
+            self.on_status_failed(key)
         if key is not None and key in self._held:
             self._held.discard(key)
             if self.on_ready is not None:

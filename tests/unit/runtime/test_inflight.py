@@ -152,22 +152,23 @@ def test_status_whose_publish_failed_is_sent_again_at_once() -> None:
     assert inflight.status_wait(KEY, urgent=False, interval_s=5) == 0.0
 
 
-def test_a_failed_status_write_is_forgotten_and_retried() -> None:
-    """KubeRay: a failed Status().Update is the round's error (rate-limited requeue). The status
-    must not be held back as "just written" either: the retry sends it again."""
+def test_a_failed_status_write_asks_for_a_reconcile_that_resends_after_the_window() -> None:
+    """Before issue 20 the reconciler requeued every 2 s while a status differed from the cache,
+    which also resent a failed one once the window passed. Now the failure itself asks for a
+    reconcile, and that one sees when the same status may go again (status_expires_in)."""
     clock = Clock()
     failed: list[ObjectKey] = []
     inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock, differs=_differs)
     inflight.on_status_failed = failed.append
     status = {"state": "ready"}
     inflight.mark_status(KEY, status, batch_id="b1")
-    assert inflight.status_pending(KEY, status)
     inflight.settle("b1", status_failed=True)
     assert failed == [KEY]
-    assert not inflight.status_pending(KEY, status)
-    assert inflight.last_status(KEY) is None
+    assert inflight.status_pending(KEY, status) and inflight.status_expires_in(KEY) == 10
+    clock.now = 10.5
+    assert not inflight.status_pending(KEY, status)  # sent again
     inflight.mark_status(KEY, status, batch_id="b2")
-    inflight.settle("b2")  # succeeded: held back for the window, no retry asked for
+    inflight.settle("b2")  # succeeded: no reconcile asked for
     assert failed == [KEY] and inflight.status_pending(KEY, status)
 
 
