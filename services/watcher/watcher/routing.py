@@ -210,7 +210,7 @@ def pod_update_matters(kind: s.Kind, old: Mapping[str, Any] | None, new: Mapping
     updates (issue 20); the object is still published, so the cache stays current."""
     if kind is not s.Kind.POD or old is None:
         return True
-    return decision_view(old) != decision_view(new)
+    return bool(decision_view(old) != decision_view(new))
 
 
 _OWNER_SCOPES = {s.Controller.JOB: "rayjob", s.Controller.SERVICE: "rayservice"}
