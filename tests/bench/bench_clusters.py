@@ -193,6 +193,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if reconciles:
             print(f"cluster-reconciler: {reconciles / args.clusters:.1f} reconciles per cluster, "
                   f"{1000 * reconcile_s / reconciles:.2f} ms each (raybus_reconciles_total)")
+            causes = _causes(stack, "cluster")
+            print("  per cluster by cause -> decided (raybus_reconcile_causes_total): " + ", ".join(
+                f"{c} -> {d}={n / args.clusters:.1f}" for (c, d), n in sorted(causes.items(), key=lambda kv: -kv[1])))
         rss: dict[str, float] = {}
         for name, pid in pids.items():
             status = Path(f"/proc/{pid}/status")
@@ -222,6 +225,22 @@ def _scrape(stack: LocalStack, controller: str) -> tuple[float, float]:
                 elif line.startswith(f'raybus_reconcile_seconds_sum{{controller="{controller}"'):
                     seconds += float(line.rsplit(" ", 1)[1])
     return count, seconds
+
+
+def _causes(stack: LocalStack, controller: str) -> Counter[tuple[str, str]]:
+    """raybus_reconcile_causes_total of the controller's replicas: (cause, decided) -> count."""
+    out: Counter[tuple[str, str]] = Counter()
+    for proc in stack.procs:
+        if not proc.metrics_port or not proc.name.startswith(f"{controller}-reconciler"):
+            continue
+        with urllib.request.urlopen(f"http://127.0.0.1:{proc.metrics_port}/metrics", timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("raybus_reconcile_causes_total{"):
+                    labels = dict(kv.split("=", 1) for kv in line[line.index("{") + 1:line.rindex("}")].split(","))
+                    if labels.get("controller") != f'"{controller}"':
+                        continue
+                    out[(labels["cause"].strip('"'), labels["decided"].strip('"'))] += float(line.rsplit(" ", 1)[1])
+    return out
 
 
 def _summary(rows: list[dict[str, Any]]) -> None:

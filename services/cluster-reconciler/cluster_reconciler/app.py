@@ -25,7 +25,12 @@ from raybus.bus import subjects as s
 from raybus.bus.envelopes import ObjectKey, Outcome
 from raybus.decisions.cluster.expectations import ScaleExpectations
 from raybus.decisions.cluster.outcome import cluster_ref
-from raybus.decisions.cluster.reconcile import ClusterSnapshot, CommandFailure, reconcile_cluster
+from raybus.decisions.cluster.reconcile import (
+    DEFAULT_REQUEUE_SECONDS,
+    ClusterSnapshot,
+    CommandFailure,
+    reconcile_cluster,
+)
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.cluster.status import inconsistent_status
 from raybus.decisions.commands import CreateObject, ObjectRef, RecordEvent, UpdateStatus
@@ -55,15 +60,19 @@ class ClusterReconciler:
     def _settle(self, outcome: Outcome) -> None:
         written = next((r.resource_version for r in outcome.results
                         if r.op == "update_status" and r.ok and r.code == 200), None)
-        self._inflight.settle(outcome.reconcile_id, written_rv=written)
+        failed = any(r.op == "update_status" and not r.ok for r in outcome.results)
+        self._inflight.settle(outcome.reconcile_id, written_rv=written, status_failed=failed)
         for r in real_failures(outcome.results):
             if r.op == "create" and r.target:  # e.g. a PodGroup whose CRD is missing: retry it
                 self._inflight.create_failed(outcome.key, r.target, batch_id=outcome.reconcile_id)
 
-    def bind(self, look_again: Any, epoch: Callable[[ObjectKey], int]) -> None:
-        """A status held back behind an in-flight one is asked for again once that settles;
-        `epoch` tells when the expectations memo must be re-read from Redis."""
+    def bind(self, look_again: Any, epoch: Callable[[ObjectKey], int],
+             retry: Callable[[ObjectKey], None] | None = None) -> None:
+        """A status held back behind an in-flight one is asked for again once that settles; a
+        failed status write asks for a reconcile (`retry`), which requeues for when it may be
+        sent again; `epoch` tells when the expectations memo must be re-read from Redis."""
         self._inflight.on_ready = look_again
+        self._inflight.on_status_failed = retry
         self._epoch = epoch
 
     async def _load_expectations(self, key: ObjectKey, uid: str) -> ScaleExpectations:
@@ -174,7 +183,14 @@ class ClusterReconciler:
             self._memo[key] = (self._epoch(key), uid, decision.expectations)
         requeue = decision.requeue_after
         if decision.status is not None and self._inflight.status_pending(key, decision.status):
+            # That status is on its way (or just written, not yet in the cache), or waits behind
+            # one that is (asked for again when it settles). KubeRay requeues 2 s after a status
+            # *write*: the round that sent it asked for that, so this one keeps that deadline
+            # and otherwise asks for what an unchanged status asks for. (Requeueing every 2 s
+            # until our own write reached the cache was a third of the reconciles, issue 20.)
             decision = decision.model_copy(update={"status": None})
+            requeue = _after_write(decision.requeue_unchanged, self._inflight.since_status(key),
+                                   self._inflight.status_expires_in(key))
         if decision.status is not None:
             previous = self._inflight.last_status(key) or (raw.get("status") or {})
             wait = self._inflight.status_wait(key, urgent=_significant(previous, decision.status),
@@ -205,7 +221,8 @@ class ClusterReconciler:
                 self._inflight.status_not_sent(key, s.status_batch_id(batch_id))
                 raise
         published = any(not isinstance(c, UpdateStatus) for c in commands)
-        return Result(requeue_after=requeue, error=decision.error is not None, published=published)
+        return Result(requeue_after=requeue, error=decision.error is not None, published=published,
+                      status=any(isinstance(c, UpdateStatus) for c in commands))
 
     async def _unparseable(self, key: ObjectKey, raw: dict[str, Any],
                            exc: ValidationError) -> Result:
@@ -235,6 +252,21 @@ DELETED_EXPECTATIONS_TTL_S = 3600
 STATUS_INTERVAL_S = 2.0
 
 
+def _after_write(unchanged: float | None, since_status: float | None,
+                 expires_in: float | None) -> float | None:
+    """The requeue of a round whose status is already on its way: KubeRay's 2 s after the status
+    write (DEFAULT_REQUEUE_SECONDS, from when it was sent); after that, when the in-flight memo
+    stops holding the status back (so one the cache never shows is sent again); at the latest
+    the unchanged-status requeue."""
+    if since_status is not None and since_status < DEFAULT_REQUEUE_SECONDS:
+        left: float | None = DEFAULT_REQUEUE_SECONDS - since_status
+    else:
+        left = expires_in
+    if left is None:
+        return unchanged
+    return left if unchanged is None else min(unchanged, left)
+
+
 def _significant(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """State, reason, head or condition (type/status/reason) changed: write it now."""
     def conditions(status: dict[str, Any]) -> set[tuple[str, str, str]]:
@@ -258,7 +290,7 @@ class ClusterReconcilerApp(ReconcilerApp):
 
     async def prepare(self, ctx: ReconcilerContext) -> None:
         assert self.reconciler is not None and self.runtime is not None
-        self.reconciler.bind(self.runtime.look_again, self.runtime.epoch)
+        self.reconciler.bind(self.runtime.look_again, self.runtime.epoch, retry=self.runtime.look_again)
 
 
 def create_app(settings: CommonSettings, operator: OperatorSettings | None = None) -> ReconcilerApp:

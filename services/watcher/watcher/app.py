@@ -45,6 +45,7 @@ from watcher.routing import (
     cluster_owner,
     meta,
     msg_id,
+    pod_update_matters,
     routes,
     sanitize,
     scope_of,
@@ -255,6 +256,8 @@ class Watcher:
             m = meta(obj)
             targets = tuple(r for r in targets if not (r.kind is kind and r.namespace == m.get("namespace")
                                                        and r.name == m.get("name")))
+        if etype == "MODIFIED" and not pod_update_matters(kind, old, obj):
+            targets = tuple(r for r in targets if r.controller is not s.Controller.CLUSTER)
         await self._publish(kind, etype, obj, targets=targets, old=old)
         if kind is s.Kind.SERVICE:
             before = set(self.service_owners)

@@ -22,6 +22,7 @@ from typing import Any
 
 from raybus.bus import subjects as s
 from raybus.decisions.cluster.batch_scheduler import pod_group_api_version
+from raybus.decisions.cluster.podutil import decision_view
 
 Json = dict[str, Any]
 CLUSTER_LABEL = "ray.io/cluster"
@@ -199,6 +200,17 @@ def self_update_matters(kind: s.Kind, old: Mapping[str, Any] | None, new: Mappin
     before, after = meta(old), meta(new)
     return any(before.get(field) != after.get(field) for field in (
         "generation", "labels", "annotations", "deletionTimestamp", "finalizers", "uid"))
+
+
+def pod_update_matters(kind: s.Kind, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether a Pod update wakes its RayCluster. KubeRay's Owns(&corev1.Pod{}) has no predicate:
+    every update reconciles, and one that changed only what no decision reads (the scheduler's
+    binding, the kubelet's podIP/startTime/init-container bookkeeping: podutil.decision_view)
+    decides exactly what the previous one did. Skipping those is a third of a worker Pod's
+    updates (issue 20); the object is still published, so the cache stays current."""
+    if kind is not s.Kind.POD or old is None:
+        return True
+    return bool(decision_view(old) != decision_view(new))
 
 
 _OWNER_SCOPES = {s.Controller.JOB: "rayjob", s.Controller.SERVICE: "rayservice"}

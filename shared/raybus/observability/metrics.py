@@ -17,6 +17,11 @@ DEAD_LETTERS = Counter("raybus_dead_letters_total", "Undecodable bus messages se
                        ["service", "subject_kind"])
 MESSAGES = Counter("raybus_messages_total", "Bus messages handled", ["service", "kind", "outcome"])
 RECONCILES = Counter("raybus_reconciles_total", "Reconciles run", ["controller", "result"])
+# What woke each reconcile (the last trigger's cause: "<event> <kind>", or "requeue" for the
+# replica's own requeues/look-agains) and what it decided: "commands", "status" (a status write
+# only) or "nothing". Reconciles that decide nothing are the CPU to cut (issue 20).
+RECONCILE_CAUSES = Counter("raybus_reconcile_causes_total", "Reconciles by cause and what they decided",
+                           ["controller", "cause", "decided"])
 RECONCILE_SECONDS = Histogram("raybus_reconcile_seconds", "Reconcile duration", ["controller"])
 COMMANDS = Counter("raybus_commands_total", "Commands executed", ["op", "result"])
 # A partition's trigger consumer that could not be bound yet (retried; see Controller._bind).

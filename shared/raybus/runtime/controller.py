@@ -32,6 +32,7 @@ from raybus.bus.envelopes import ObjectKey, Trigger
 from raybus.bus.publish import publish_trigger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, trigger_consumer_config
 from raybus.observability.metrics import (
+    RECONCILE_CAUSES,
     RECONCILE_SECONDS,
     RECONCILES,
     TRIGGER_BIND_FAILURES,
@@ -58,6 +59,16 @@ class Result:
     requeue_after: float | None = None
     error: bool = False
     published: bool = False
+    status: bool = False  # a status write went out (only counted: raybus_reconcile_causes_total)
+
+
+def _cause_label(trig: Trigger) -> str:
+    """A bounded label: the watcher's cause is "<EVENT> <kind> <ns/name>"; others are free text."""
+    event = trig.cause.split(" ", 1)[0]
+    return f"{event if event in _EVENTS else 'other'} {trig.cause_kind or '-'}"
+
+
+_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED", "SYNC"})
 
 
 # A reconcile returns a Result, or just "requeue after N seconds" / None.
@@ -75,6 +86,7 @@ FETCH_WAIT_S = 5.0
 class _Pending:
     msg: Msg
     ctx: otel_context.Context
+    cause: str = ""  # "<event> <kind>" of the trigger's cause, for raybus_reconcile_causes_total
 
 
 class ControllerRuntime:
@@ -246,8 +258,8 @@ class ControllerRuntime:
         # Debounced: the events a change fans out into (a Pod's schedule/start/ready, a burst of
         # them across a cluster) arrive within milliseconds of each other; deciding once after
         # them, not once per event, is what keeps a reconciler's CPU proportional to changes.
-        self.queue.add_soon(trig.key, _Pending(msg=msg, ctx=extract_context(msg.headers)),
-                            self._debounce)
+        self.queue.add_soon(trig.key, _Pending(msg=msg, ctx=extract_context(msg.headers),
+                                               cause=_cause_label(trig)), self._debounce)
 
     # --- workers --------------------------------------------------------------------------------
     async def _worker(self) -> None:
@@ -279,6 +291,9 @@ class ControllerRuntime:
             result = returned if isinstance(returned, Result) else Result(requeue_after=returned)
             WORKQUEUE_DEPTH.labels(self.controller.value).set(len(self.queue))
             RECONCILES.labels(self.controller.value, "error" if result.error else "ok").inc()
+            RECONCILE_CAUSES.labels(
+                self.controller.value, pendings[-1].cause if pendings else "requeue",
+                "commands" if result.published else "status" if result.status else "nothing").inc()
         except Exception:
             log.exception("reconcile failed", extra={"key": str(key)})
             RECONCILES.labels(self.controller.value, "error").inc()

@@ -51,15 +51,22 @@ class InFlightWrites:
         self._settled: dict[str, float] = {}  # batch id -> when its Outcome arrived
         self._prune_at = 1024
         self.on_ready: Callable[[ObjectKey], None] | None = None
+        self.on_status_failed: Callable[[ObjectKey], None] | None = None
 
-    def settle(self, batch_id: str, *, written_rv: str | None = None) -> None:
+    def settle(self, batch_id: str, *, written_rv: str | None = None, status_failed: bool = False) -> None:
         """The executor finished this batch (successfully or not); `written_rv`: the object's
-        resourceVersion after a successful status write."""
+        resourceVersion after a successful status write; `status_failed`: its status write was
+        not applied (refused, or skipped): `on_status_failed(key)` asks for a reconcile, which
+        finds the same status still held back for `window_s` and requeues for when it is not
+        (cluster_reconciler.app._after_write), so a failed write is sent again after the window,
+        as before, and a write that keeps failing costs one API call per window, not a loop."""
         if batch_id in self._sent:
             self._settled[batch_id] = self._clock()
         key = self._status_batches.pop(batch_id, None)
         if key is not None and written_rv and key in self._bases:
             self._written[key] = (self._bases[key], written_rv)
+        if key is not None and status_failed and self.on_status_failed is not None:
+            self.on_status_failed(key)
         if key is not None and key in self._held:
             self._held.discard(key)
             if self.on_ready is not None:
@@ -134,6 +141,22 @@ class InFlightWrites:
             return 0.0
         last = self._status_at.get(key)
         return 0.0 if last is None else max(0.0, last + interval_s - self._clock())
+
+    def status_expires_in(self, key: ObjectKey) -> float | None:
+        """Seconds until `key`'s last status write stops holding back the same status (the window
+        after its Outcome, or max_wait while it has none): then an unseen one is sent again."""
+        sent = self._status.get(key)
+        if sent is None:
+            return None
+        settled = self._settled.get(sent[1])
+        start, span = (settled, self._window) if settled is not None else \
+            (self._sent.get(sent[1], self._clock()), self._max_wait)
+        return max(0.0, start + span - self._clock())
+
+    def since_status(self, key: ObjectKey) -> float | None:
+        """Seconds since `key`'s last status write was sent (None: none remembered)."""
+        last = self._status_at.get(key)
+        return None if last is None else self._clock() - last
 
     def status_rv(self, key: ObjectKey, cache_rv: str) -> str:
         """The resourceVersion to write the next status over: our own last status write's result

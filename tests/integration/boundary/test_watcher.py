@@ -104,6 +104,48 @@ async def test_labelled_pod_triggers_its_cluster_and_unrelated_pods_are_ignored(
         await nc.close()
 
 
+async def test_pod_updates_no_cluster_decision_reads_are_published_without_waking_the_cluster(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    """The kubelet's bookkeeping (hostIP, startTime) reaches the stream, but wakes no RayCluster
+    (routing.pod_update_matters); the phase change after it does, with its own sequence."""
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    watcher = await start_watcher(nats_server.url, kubeconfig)
+    sent: list[Trigger] = []
+
+    async def on_trigger(msg: Any) -> None:
+        sent.append(Trigger.model_validate_json(msg.data))
+
+    sub = await nc.subscribe(s.trigger_subject(s.Controller.CLUSTER, namespace="default", name="quiet"),
+                             cb=on_trigger)
+    try:
+        created = await kube.create(POD, pod("quiet-worker-a", {"ray.io/cluster": "quiet",
+                                                                "ray.io/node-type": "worker"}), namespace="default")
+        _, seq1 = await object_event(js, s.Kind.POD, "quiet-worker-a")
+        await trigger(js, s.Controller.CLUSTER, "quiet", min_seq=seq1)
+        bookkeeping = await kube.replace_status(POD, {**created, "status": {
+            "phase": "Pending", "hostIP": "172.18.0.2", "startTime": "2026-01-01T00:00:00Z"}})
+        _, seq2 = await object_event(js, s.Kind.POD, "quiet-worker-a",
+                                     pred=lambda e: e.object.get("status", {}).get("hostIP"))
+        await kube.replace_status(POD, {**bookkeeping, "status": {**bookkeeping["status"], "phase": "Running"}})
+        _, seq3 = await object_event(js, s.Kind.POD, "quiet-worker-a",
+                                     pred=lambda e: e.object.get("status", {}).get("phase") == "Running")
+        assert seq1 < seq2 < seq3
+        await trigger(js, s.Controller.CLUSTER, "quiet", min_seq=seq3)
+        await until(lambda: _async(any(t.objects_seq == seq3 for t in sent)), what="the Running trigger")
+        assert [t.objects_seq for t in sent] == [seq1, seq3]
+    finally:
+        await sub.unsubscribe()
+        await watcher.stop()
+        await kube.close()
+        await nc.close()
+
+
+async def _async(value: Any) -> Any:
+    return value
+
+
 async def test_a_burst_for_one_cluster_ends_with_a_trigger_for_its_last_event(
         nats_server: NatsServer, kubeconfig: Path) -> None:
     """Triggers to one target are folded while one is in flight (watcher._follow_up): never

@@ -137,3 +137,24 @@ async def test_cache_start_completes_with_empty_kinds_in_a_busy_stream(nats_serv
     assert sorted(name for _, name in cache.keys(s.Kind.RAYCLUSTER)) == [f"c{i}" for i in range(5)]
     await cache.stop()
     await nc.close()
+
+
+async def test_cache_skips_undecodable_object_events_and_applies_the_rest(nats_server: NatsServer) -> None:
+    """Invalid JSON and a valid JSON body that is no ObjectEvent are skipped with a warning (the
+    cache parses with pydantic-core, then validates), never stop the cache; the next ones land."""
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js, SETTINGS)
+    cache = ObjectCache(nc, kinds=[s.Kind.RAYCLUSTER])
+    await asyncio.wait_for(cache.start(), 10)
+    try:
+        await js.publish(s.object_subject(s.Kind.RAYCLUSTER, "default", "bad1"), b"{not json")
+        await js.publish(s.object_subject(s.Kind.RAYCLUSTER, "default", "bad2"), b'{"kind": "raycluster"}')
+        await js.publish(s.object_subject(s.Kind.RAYCLUSTER, "default", "bad3"), b"[1, 2]")
+        await publish_version(js, name="good", version=7, partitions=4)
+        await _until(lambda: cache.get(s.Kind.RAYCLUSTER, "default", "good") is not None)
+        assert cache.get(s.Kind.RAYCLUSTER, "default", "good")["metadata"]["resourceVersion"] == "7"  # type: ignore[index]
+        assert sorted(name for _, name in cache.keys(s.Kind.RAYCLUSTER)) == ["good"]
+    finally:
+        await cache.stop()
+        await nc.close()

@@ -150,3 +150,38 @@ def test_status_whose_publish_failed_is_sent_again_at_once() -> None:
     inflight.status_not_sent(KEY, "s1")
     assert not inflight.status_pending(KEY, status)
     assert inflight.status_wait(KEY, urgent=False, interval_s=5) == 0.0
+
+
+def test_a_failed_status_write_asks_for_a_reconcile_that_resends_after_the_window() -> None:
+    """Before issue 20 the reconciler requeued every 2 s while a status differed from the cache,
+    which also resent a failed one once the window passed. Now the failure itself asks for a
+    reconcile, and that one sees when the same status may go again (status_expires_in)."""
+    clock = Clock()
+    failed: list[ObjectKey] = []
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock, differs=_differs)
+    inflight.on_status_failed = failed.append
+    status = {"state": "ready"}
+    inflight.mark_status(KEY, status, batch_id="b1")
+    inflight.settle("b1", status_failed=True)
+    assert failed == [KEY]
+    assert inflight.status_pending(KEY, status) and inflight.status_expires_in(KEY) == 10
+    clock.now = 10.5
+    assert not inflight.status_pending(KEY, status)  # sent again
+    inflight.mark_status(KEY, status, batch_id="b2")
+    inflight.settle("b2")  # succeeded: no reconcile asked for
+    assert failed == [KEY] and inflight.status_pending(KEY, status)
+
+
+def test_when_a_status_write_stops_holding_the_same_status_back() -> None:
+    clock = Clock()
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock)
+    assert inflight.status_expires_in(KEY) is None and inflight.since_status(KEY) is None
+    inflight.mark_status(KEY, {"state": "ready"}, batch_id="b1")
+    clock.now = 30
+    assert inflight.since_status(KEY) == 30
+    assert inflight.status_expires_in(KEY) == 70  # in flight: max_wait from when it was sent
+    inflight.settle("b1")
+    clock.now = 34
+    assert inflight.status_expires_in(KEY) == 6  # settled at 30: the window after the Outcome
+    clock.now = 50
+    assert inflight.status_expires_in(KEY) == 0.0

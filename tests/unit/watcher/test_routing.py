@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import json
 from typing import Any
 
@@ -18,6 +20,7 @@ from watcher.routing import (
     msg_id,
     ray_owner,
     routes,
+    pod_update_matters,
     sanitize,
     scope_of,
     self_update_matters,
@@ -274,3 +277,45 @@ def test_scope_of_a_cluster_and_its_pods_is_its_owner(owner_kind: str | None, sc
     pod = {"metadata": {"name": "rc-head-x", "namespace": "ns", "labels": {"ray.io/cluster": "rc"}}}
     assert scope_of(s.Kind.POD, pod, cluster_owners=owners) == scope
     assert scope_of(s.Kind.SERVICE, pod, cluster_owners=owners) == "_"  # scoped kinds only
+
+
+def _pod(node_type: str = "worker", **status: Any) -> dict[str, Any]:
+    p = obj("Pod", "rc-w", labels={"ray.io/cluster": "rc", "ray.io/node-type": node_type})
+    p["spec"] = {"containers": [{"name": "ray"}]}
+    p["status"] = {"phase": "Pending", "conditions": [], **status}
+    return p
+
+
+def _with(p: dict[str, Any], rv: str, spec: dict[str, Any] | None = None, **status: Any) -> dict[str, Any]:
+    out = {**p, "metadata": {**p["metadata"], "resourceVersion": rv},
+           "spec": {**p["spec"], **(spec or {})}, "status": {**p["status"], **status}}
+    return out
+
+
+@pytest.mark.parametrize(("node_type", "change", "wakes"), [
+    # the scheduler's binding and the kubelet's bookkeeping: no RayCluster decision reads them
+    ("worker", {"spec": {"nodeName": "n1"},
+                "conditions": [{"type": "PodScheduled", "status": "True"}]}, False),
+    ("worker", {"podIP": "10.0.0.7", "podIPs": [{"ip": "10.0.0.7"}], "hostIP": "172.18.0.2",
+                "startTime": "2026-01-01T00:00:00Z"}, False),
+    ("worker", {"initContainerStatuses": [{"name": "wait-gcs-ready", "state": {"running": {}}}]}, False),
+    ("head", {"podIP": "10.0.0.7"}, True),  # the head's podIP is status.head.podIP
+    ("worker", {"phase": "Running"}, True),
+    ("worker", {"conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]}, True),
+    ("worker", {"containerStatuses": [{"name": "ray", "state": {"waiting": {"reason": "X"}}}]}, True),
+])
+def test_pod_updates_wake_their_raycluster_only_when_a_decision_reads_the_change(
+        node_type: str, change: dict[str, Any], wakes: bool) -> None:
+    old = _pod(node_type)
+    spec = change.pop("spec", None)
+    assert pod_update_matters(s.Kind.POD, old, _with(old, "2", spec, **change)) is wakes
+    # other kinds, and a first sighting, always wake
+    assert pod_update_matters(s.Kind.SERVICE, old, _with(old, "2", spec, **change))
+    assert pod_update_matters(s.Kind.POD, None, old)
+
+
+def test_label_change_wakes() -> None:
+    old = _pod()
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["ray.io/group"] = "g2"
+    assert pod_update_matters(s.Kind.POD, old, new)

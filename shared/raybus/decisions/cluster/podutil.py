@@ -154,3 +154,31 @@ def should_delete_pod(pod: Pod, node_type: str) -> tuple[bool, str]:
         f"KubeRay does not need to delete the {node_type} Pod {name(pod)}. The Pod status is {pod_phase}, "
         f"and the Ray container terminated status is {terminated}."
     )
+
+
+# Pod fields no RayCluster decision reads (KubeRay's reconcilePods and calculateStatus read a
+# Pod's metadata, spec, phase, Ready condition, container statuses and the head's podIP): the
+# scheduler's binding (spec.nodeName, PodScheduled), the kubelet's bookkeeping (startTime,
+# hostIP(s), podIPs, qosClass, init container statuses, the conditions other than Ready) and
+# a worker's podIP. An update that changes only these cannot change a decision.
+_UNREAD_SPEC = ("nodeName",)
+_UNREAD_STATUS = ("startTime", "hostIP", "hostIPs", "podIPs", "qosClass", "nominatedNodeName",
+                  "initContainerStatuses")
+_READ_CONDITIONS = frozenset({"Ready"})
+
+
+def decision_view(pod: Pod) -> dict[str, Any]:
+    """The part of a Pod the RayCluster decisions read (see _UNREAD_*): two versions with equal
+    views lead to the same decision, so the watcher need not wake the RayCluster for the newer
+    one (tests/unit/decisions/cluster/test_pod_decision_view.py checks it on reconcile_cluster)."""
+    m = {k: v for k, v in meta(pod).items() if k not in ("resourceVersion", "managedFields")}
+    spec_value = pod.get("spec")
+    spec = {k: v for k, v in spec_value.items() if k not in _UNREAD_SPEC} \
+        if isinstance(spec_value, Mapping) else spec_value
+    st: dict[str, Any] = {k: v for k, v in status(pod).items() if k not in _UNREAD_STATUS}
+    if isinstance(st.get("conditions"), list):
+        st["conditions"] = [c for c in st["conditions"]
+                            if not isinstance(c, Mapping) or c.get("type") in _READ_CONDITIONS]
+    if not is_head(pod):
+        st.pop("podIP", None)
+    return {**pod, "metadata": m, "spec": spec, "status": st}

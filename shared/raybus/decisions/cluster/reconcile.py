@@ -113,6 +113,10 @@ class ClusterDecision(BaseModel):
     expectations: ScaleExpectations = Field(default_factory=ScaleExpectations)
     status: dict[str, Any] | None = None  # camelCase RayClusterStatus to write; None = unchanged
     requeue_after: float | None = None  # seconds; None = no requeue
+    # The requeue had `status` been what the RayCluster already says (KubeRay's, when its status
+    # update finds nothing inconsistent): for a round whose status the reconciler does not send
+    # because that very status is already on its way (runtime.inflight).
+    requeue_unchanged: float | None = None
     # This round's own error (KubeRay's reconcile returned it): the runtime requeues with the
     # rate limiter. A failure reported by the previous round's Outcome was already counted.
     error: str | None = None
@@ -349,17 +353,20 @@ def reconcile_cluster(
     # failure already fed the rate limiter through its Outcome, and the retry it asks for is in
     # this round's commands: requeueing on a timer as well would retry faster than the backoff.
     requeue: float | None
+    unchanged: float | None
     if error is not None or previous is not None:
-        requeue = None
-    elif calculate_failed or status is not None or awaiting_pod_group:
-        requeue = DEFAULT_REQUEUE_SECONDS
+        requeue = unchanged = None
+    elif calculate_failed or awaiting_pod_group:
+        requeue = unchanged = DEFAULT_REQUEUE_SECONDS
     else:
-        requeue = float(settings.raycluster_default_requeue_seconds)
+        unchanged = float(settings.raycluster_default_requeue_seconds)
+        requeue = DEFAULT_REQUEUE_SECONDS if status is not None else unchanged
     return ClusterDecision(
         commands=commands,
         expectations=expectations,
         status=status,
         requeue_after=requeue,
+        requeue_unchanged=unchanged,
         error=error.message if error is not None else None,
         reasons=reasons,
     )

@@ -205,6 +205,8 @@ def test_pods_terminating_are_waited_for() -> None:
 def test_requeue_two_seconds_while_working() -> None:
     d = decide(ClusterSnapshot(cluster=make_cluster()))
     assert d.requeue_after == 2.0
+    # The 2 s is for the status write; had the status been unchanged, KubeRay's default requeue.
+    assert d.status is not None and d.requeue_unchanged == float(SETTINGS.raycluster_default_requeue_seconds)
 
 
 def _ingress_cluster(host: str, annotations: dict[str, str] | None = None) -> Any:
