@@ -103,7 +103,10 @@ class DashboardPollerService:
     async def _lease_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.lease_ttl_s / 5)
-            await self._lease_round()
+            try:
+                await self._lease_round()
+            except Exception:  # never let the loop die: it is what renews the lease
+                log.warning("poller lease round failed", exc_info=True)
 
     async def _lease_round(self) -> None:
         assert self.lease is not None
@@ -113,7 +116,15 @@ class DashboardPollerService:
             log.warning("poller lease round failed", exc_info=True)
             leader = self.lease.valid()
         if leader and not self.active:
-            await self._activate()
+            try:
+                await self._activate()
+            except Exception:
+                # e.g. the commands consumer's creation timed out in a NATS election. This
+                # killed the lease loop, so the poller kept polling but never consumed a
+                # dashboard command again (the 20-minute soak, seed 12: a deleted RayJob's
+                # stop_job waited for good). Back to standby; the next round tries again.
+                log.warning("activation failed; trying again at the next lease round", exc_info=True)
+                await self._deactivate()
         elif not leader and self.active:
             await self._deactivate()
 

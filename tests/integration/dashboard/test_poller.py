@@ -366,3 +366,29 @@ def _failures_now(poller: object) -> int:
 
 async def _result_seq(nc: NATS) -> int:
     return int((await nc.jetstream().stream_info(s.STREAM_DASHBOARD_RESULTS)).state.last_seq)
+
+
+async def test_a_failed_activation_is_tried_again_and_commands_flow(nats_server: NatsServer, sim: Sim,
+                                                                     nc: NATS) -> None:
+    """The 20-minute soak (seed 12): the poller got the lease back during a NATS election, its
+    commands consumer's creation timed out, and the exception ended the lease loop: it polled on
+    but never executed a dashboard command again. Activation failing now leaves it on standby
+    and the next lease round activates it."""
+    owner = Reconciler(nc)
+    poller = await start_poller(nats_server.url, sim)
+    try:
+        assert poller.active
+        await poller._deactivate()
+        js = nc.jetstream()
+        config = (await js.stream_info(s.STREAM_DASHBOARD_COMMANDS)).config
+        await js.delete_stream(s.STREAM_DASHBOARD_COMMANDS)  # the consumer cannot be created
+        await poller._lease_round()  # must not raise
+        assert not poller.active
+        await js.add_stream(config)
+        await poller._lease_round()
+        assert poller.active
+        await owner.send("sub-after", SubmitJob(reason="r", cluster=CLUSTER, job_id="ja", entrypoint="sleep 1"))
+        result = await until(lambda: owner.result("sub-after"), what="result")
+        assert result.result.state == "ok"
+    finally:
+        await poller.stop()
