@@ -6,6 +6,7 @@ a consumer whose NATS node had died, while the GC's Pod deletions arrived on ano
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import nats
 
@@ -18,13 +19,18 @@ from raybus.testing.servers import NatsServer
 from tests.integration.bus.helpers import publish_version
 
 
-async def test_a_copy_the_bus_has_replaced_is_not_the_latest(nats_server: NatsServer) -> None:
+async def _cache_holding_rc(nats_server: NatsServer) -> tuple[Any, Any, ObjectCache]:
     nc = await nats.connect(nats_server.url)
     js = nc.jetstream()
     await ensure_streams(js)
     await publish_version(js, name="rc", version=1, partitions=4)
     cache = ObjectCache(nc, kinds=[s.Kind.RAYCLUSTER])
     await asyncio.wait_for(cache.start(), 10)
+    return nc, js, cache
+
+
+async def test_a_copy_the_bus_has_replaced_is_not_the_latest(nats_server: NatsServer) -> None:
+    nc, js, cache = await _cache_holding_rc(nats_server)
     try:
         held = cache.held_seq(s.Kind.RAYCLUSTER, "default", "rc")
         assert held > 0 and cache.get(s.Kind.RAYCLUSTER, "default", "rc") is not None
@@ -44,12 +50,7 @@ async def test_a_copy_the_bus_has_replaced_is_not_the_latest(nats_server: NatsSe
 
 
 async def test_a_live_cache_waits_for_the_newer_copy(nats_server: NatsServer) -> None:
-    nc = await nats.connect(nats_server.url)
-    js = nc.jetstream()
-    await ensure_streams(js)
-    await publish_version(js, name="rc", version=1, partitions=4)
-    cache = ObjectCache(nc, kinds=[s.Kind.RAYCLUSTER])
-    await asyncio.wait_for(cache.start(), 10)
+    nc, js, cache = await _cache_holding_rc(nats_server)
     try:
         held = cache.held_seq(s.Kind.RAYCLUSTER, "default", "rc")
         await publish_version(js, name="rc", version=2, partitions=4)
