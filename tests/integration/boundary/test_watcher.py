@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -104,12 +105,11 @@ async def test_labelled_pod_triggers_its_cluster_and_unrelated_pods_are_ignored(
         await nc.close()
 
 
-async def test_pod_updates_no_cluster_decision_reads_are_published_without_waking_the_cluster(
-        nats_server: NatsServer, kubeconfig: Path) -> None:
-    """The kubelet's bookkeeping (hostIP, startTime) reaches the stream, but wakes no RayCluster
-    (routing.pod_update_matters); the phase change after it does, with its own sequence."""
+@contextlib.asynccontextmanager
+async def _watching_triggers(nats_server: NatsServer, kubeconfig: Path,
+                             cluster: str) -> AsyncIterator[tuple[Any, KubeClient, list[Trigger]]]:
+    """A watcher on the local API server, and every cluster-controller trigger for `cluster`."""
     nc = await nats.connect(nats_server.url)
-    js = nc.jetstream()
     kube = KubeClient(await new_api_client(str(kubeconfig)))
     watcher = await start_watcher(nats_server.url, kubeconfig)
     sent: list[Trigger] = []
@@ -117,9 +117,22 @@ async def test_pod_updates_no_cluster_decision_reads_are_published_without_wakin
     async def on_trigger(msg: Any) -> None:
         sent.append(Trigger.model_validate_json(msg.data))
 
-    sub = await nc.subscribe(s.trigger_subject(s.Controller.CLUSTER, namespace="default", name="quiet"),
+    sub = await nc.subscribe(s.trigger_subject(s.Controller.CLUSTER, namespace="default", name=cluster),
                              cb=on_trigger)
     try:
+        yield nc.jetstream(), kube, sent
+    finally:
+        await sub.unsubscribe()
+        await watcher.stop()
+        await kube.close()
+        await nc.close()
+
+
+async def test_pod_updates_no_cluster_decision_reads_are_published_without_waking_the_cluster(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    """The kubelet's bookkeeping (hostIP, startTime) reaches the stream, but wakes no RayCluster
+    (routing.pod_update_matters); the phase change after it does, with its own sequence."""
+    async with _watching_triggers(nats_server, kubeconfig, "quiet") as (js, kube, sent):
         created = await kube.create(POD, pod("quiet-worker-a", {"ray.io/cluster": "quiet",
                                                                 "ray.io/node-type": "worker"}), namespace="default")
         _, seq1 = await object_event(js, s.Kind.POD, "quiet-worker-a")
@@ -135,11 +148,6 @@ async def test_pod_updates_no_cluster_decision_reads_are_published_without_wakin
         await trigger(js, s.Controller.CLUSTER, "quiet", min_seq=seq3)
         await until(lambda: _async(any(t.objects_seq == seq3 for t in sent)), what="the Running trigger")
         assert [t.objects_seq for t in sent] == [seq1, seq3]
-    finally:
-        await sub.unsubscribe()
-        await watcher.stop()
-        await kube.close()
-        await nc.close()
 
 
 async def _async(value: Any) -> Any:
@@ -150,21 +158,10 @@ async def test_a_burst_for_one_cluster_ends_with_a_trigger_for_its_last_event(
         nats_server: NatsServer, kubeconfig: Path) -> None:
     """Triggers to one target are folded while one is in flight (watcher._follow_up): never
     more triggers than events, and the last one always carries the last event's sequence."""
-    nc = await nats.connect(nats_server.url)
-    js = nc.jetstream()
-    kube = KubeClient(await new_api_client(str(kubeconfig)))
-    watcher = await start_watcher(nats_server.url, kubeconfig)
-    sent: list[Trigger] = []
+    async with _watching_triggers(nats_server, kubeconfig, "burst") as (js, kube, sent):
+        async def last_sent() -> bool:
+            return bool(sent) and sent[-1].objects_seq == max(seqs)
 
-    async def on_trigger(msg: Any) -> None:
-        sent.append(Trigger.model_validate_json(msg.data))
-
-    async def last_sent() -> bool:
-        return bool(sent) and sent[-1].objects_seq == max(seqs)
-
-    sub = await nc.subscribe(s.trigger_subject(s.Controller.CLUSTER, namespace="default", name="burst"),
-                             cb=on_trigger)
-    try:
         labels = {"ray.io/cluster": "burst", "ray.io/node-type": "worker"}
         await asyncio.gather(*(kube.create(POD, pod(f"burst-worker-{i}", labels), namespace="default")
                                for i in range(30)))
@@ -174,11 +171,6 @@ async def test_a_burst_for_one_cluster_ends_with_a_trigger_for_its_last_event(
         await until(last_sent, what="the last trigger on the wire")
         assert 1 <= len(sent) <= 30
         assert [t.objects_seq for t in sent] == sorted(t.objects_seq for t in sent)
-    finally:
-        await sub.unsubscribe()
-        await watcher.stop()
-        await kube.close()
-        await nc.close()
 
 
 async def test_watch_resumes_after_apiserver_restart_without_relisting(
