@@ -180,10 +180,10 @@ class BatchLedger:
         for _ in range(5):  # lost CAS races re-read
             record, revision = await self.get(batch_id)
             if record is None:
-                with contextlib.suppress(KeyWrongLastSequenceError):
-                    await self._kv.create(batch_id, _encode(BatchRecord(state="revoked", finished_at=now)))
-                    return BatchRecord(state="revoked", finished_at=now)
-                continue
+                standing = await self.revoke(batch_id, now=now)
+                if standing is not None and standing.state == "applying" and not standing.holder:
+                    continue  # claimed and released in between: finish it as released
+                return standing
             if record.state != "applying" or record.holder:
                 return record
             finished = BatchRecord(state="done", finished_at=now, results=answer(record.results))
