@@ -96,6 +96,8 @@ class Reconciler:
         self.controller = controller
         self.kind = "rayjob" if controller is s.Controller.JOB else "rayservice"
         self.interests = DashboardInterestPublisher(nc.jetstream())
+        self.triggers: list[tuple[str, int]] = []
+        self._trigger_sub: Any = None
 
     async def want(self, **interest: Any) -> bool:
         return await self.interests.publish(controller=self.controller, key=self.key, kind=self.kind,
@@ -114,6 +116,19 @@ class Reconciler:
             return None
         message = DashboardResultMessage.model_validate_json(raw.data or b"")
         return message if message.result.command_id == command_id else None
+
+    async def tap_triggers(self) -> None:
+        """Every trigger for this owner from now on: the stream keeps only the last one per
+        subject, and a later observation's trigger may replace the one a test waits for."""
+        async def on_msg(msg: Msg) -> None:
+            trig = Trigger.model_validate_json(msg.data)
+            self.triggers.append((trig.cause_kind, trig.objects_seq))
+
+        subject = s.trigger_subject(self.controller, namespace=NS, name=self.key.name)
+        self._trigger_sub = await self.nc.subscribe(subject, cb=on_msg)
+
+    async def triggered(self, kind: str, seq: int) -> bool:
+        return (kind, seq) in self.triggers
 
     async def trigger_seq(self) -> tuple[str, int] | None:
         subject = s.trigger_subject(self.controller, namespace=NS, name=self.key.name)

@@ -40,6 +40,7 @@ async def test_interest_to_observations_once_per_change(nats_server: NatsServer,
                                                         tap: ObservationTap) -> None:
     await sim.client().submit_job(JobSubmitRequest(entrypoint="sleep 1", submission_id="j1"))
     owner = Reconciler(nc)
+    await owner.tap_triggers()
     assert await owner.want(jobs=["j1"], serve=True)
     assert not await owner.want(jobs=["j1"], serve=True)  # unchanged: not republished
     poller = await start_poller(nats_server.url, sim)
@@ -55,7 +56,7 @@ async def test_interest_to_observations_once_per_change(nats_server: NatsServer,
         seq, last = tap.seen[-1]
         assert last.observation.serve_apps == {} and last.observation.reachable
         # the owner was triggered with the observation's sequence, for its cache's wait_for
-        assert await owner.trigger_seq() == (DASHBOARD_KIND, seq)
+        await until(lambda: owner.triggered(DASHBOARD_KIND, seq), what="observation trigger")
     finally:
         await poller.stop()
 
@@ -197,6 +198,7 @@ async def test_timed_out_write_is_unknown_and_read_back(nats_server: NatsServer,
                                                         tap: ObservationTap) -> None:
     await sim.control("PUT", f"/{NS}/{CLUSTER}/settings", {"serve_first_put_s": 1.5})
     owner = Reconciler(nc, "svc", s.Controller.SERVICE)
+    await owner.tap_triggers()
     await owner.want(serve=True)
     poller = await start_poller(nats_server.url, sim, serve_put_timeout_s=0.5)
     config = {"applications": [{"name": "a1", "route_prefix": "/", "import_path": "hello:app"}]}
@@ -205,7 +207,8 @@ async def test_timed_out_write_is_unknown_and_read_back(nats_server: NatsServer,
                                                  config_hash="h1"))
         result = await until(lambda: owner.result("put-1"))
         assert result.result.state == "unknown"  # never "failed": the PUT may have landed
-        assert await owner.trigger_seq() == (DASHBOARD_RESULT_KIND, await _result_seq(nc))
+        seq = await _result_seq(nc)
+        await until(lambda: owner.triggered(DASHBOARD_RESULT_KIND, seq), what="result trigger")
         # ... and it did: the observation (never an assumption) shows the app.
         await until(lambda: _app(tap, "a1", "RUNNING"), what="a1 RUNNING")
     finally:
