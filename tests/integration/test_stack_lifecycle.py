@@ -143,7 +143,12 @@ def test_make_run_interrupted_during_the_demo_runs_all_samples_again(tmp_path: P
     try:
         _read_until(first, "jobDeploymentStatus=Running", 180, seen)
         os.killpg(first.pid, signal.SIGINT)  # what the terminal does: every process of the group
-        out, _ = first.communicate(timeout=3 * STOP_GRACE_S + 30)
+        try:
+            out, _ = first.communicate(timeout=3 * STOP_GRACE_S + 30)
+        except subprocess.TimeoutExpired as exc:
+            told = exc.output.decode(errors="replace") if isinstance(exc.output, bytes) else exc.output or ""
+            raise AssertionError(f"raybus up still running {exc.timeout:.0f}s after Ctrl-C:\n"
+                                 f"{''.join(seen)}{told}") from None
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
