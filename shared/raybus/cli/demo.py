@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import yaml
 from kubernetes_asyncio import client, config, watch
@@ -18,10 +19,27 @@ SAMPLE = SAMPLES / "ray-cluster.sample.yaml"
 JOB_SAMPLE = SAMPLES / "ray-job.sample.yaml"
 SERVICE_SAMPLE = SAMPLES / "ray-service.sample.yaml"
 TERMINAL = ("Complete", "Failed", "ValidationFailed")
+T = TypeVar("T")
 
 
 def follow_sample(*, kubeconfig: Path, timeout_s: float = 120.0) -> bool:
-    return asyncio.run(_follow(kubeconfig=kubeconfig, timeout_s=timeout_s))
+    return run_interruptible(_follow(kubeconfig=kubeconfig, timeout_s=timeout_s))
+
+
+def run_interruptible(main: Coroutine[Any, Any, T], *, cleanup_s: float = 2.0) -> T:
+    """asyncio.run, except that a KeyboardInterrupt (`raybus up`'s Ctrl-C and SIGTERM) gives the
+    main task `cleanup_s` to close its connections and then leaves: asyncio.run waits for every
+    task it cancels, so one that loses its cancel would hold `make run` after Ctrl-C forever."""
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(main)
+    try:
+        return loop.run_until_complete(task)
+    except KeyboardInterrupt:
+        task.cancel()
+        loop.run_until_complete(asyncio.wait([task], timeout=cleanup_s))
+        raise
+    finally:
+        loop.close()
 
 
 def _pod_line(pod: Any) -> str:
@@ -145,7 +163,8 @@ async def _follow_job(api: client.ApiClient, *, timeout_s: float) -> bool:
         await _create(f"ConfigMap {ns}/{cm['metadata']['name']}", core.create_namespaced_config_map(ns, body))
     ns, name = await _apply_ray(custom, job, source=JOB_SAMPLE.name)
     try:
-        return await asyncio.wait_for(_watch_job(custom, ns, name), timeout_s)
+        async with asyncio.timeout(timeout_s):  # not wait_for: it can lose a cancel (gh-86296)
+            return await _watch_job(custom, ns, name)
     except TimeoutError:
         print(f"demo: RayJob {ns}/{name} not finished after {timeout_s:.0f}s", flush=True)
         return False
@@ -178,7 +197,8 @@ async def _follow_service(api: client.ApiClient, *, timeout_s: float) -> bool:
     custom = client.CustomObjectsApi(api)
     ns, name = await _apply_ray(custom, yaml.safe_load(SERVICE_SAMPLE.read_text()), source=SERVICE_SAMPLE.name)
     try:
-        return await asyncio.wait_for(_watch_service(api, ns, name), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            return await _watch_service(api, ns, name)
     except TimeoutError:
         print(f"demo: RayService {ns}/{name} not ready after {timeout_s:.0f}s", flush=True)
         return False

@@ -48,6 +48,16 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt wherever the main thread is, the demo's event
+    loop included. Left to asyncio.run, a first Ctrl-C only cancels the demo's task, and a cancel
+    can be lost: Python 3.11's asyncio.wait_for returns the inner result when the cancel arrives in
+    the same loop turn the inner task finishes (CPython gh-86296), and `make run` then ran the demo
+    on. A handler of our own also keeps asyncio.run from installing its cancel-first handler."""
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 def flag_env(args: argparse.Namespace) -> dict[str, str]:
     """The head templates given as flags (they win over the environment and the simulator)."""
     flags = {"RAYBUS_DASHBOARD_URL_TEMPLATE": args.dashboard_url_template,
@@ -57,6 +67,7 @@ def flag_env(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     stack = LocalStack(home=args.home, replicas=args.replicas, extra_env=flag_env(args))
+    stop_on_signals()
     try:
         stack.start()
         _print_table(stack)
@@ -67,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
             ok = follow_sample(kubeconfig=stack.kubeconfig)
             if args.exit_after_demo:
                 return 0 if ok else 1
-        signal.signal(signal.SIGTERM, _interrupt)
         while True:
             time.sleep(1)
             for proc in stack.procs:
