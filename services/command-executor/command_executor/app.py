@@ -41,7 +41,7 @@ from raybus.bus import subjects as s
 from raybus.bus.codec import decode_or_dead_letter
 from raybus.bus.connect import connect_nats
 from raybus.bus.envelopes import CommandBatch, CommandResult, Outcome
-from raybus.bus.ledger import BatchLedger, BatchRecord
+from raybus.bus.ledger import BatchLedger, BatchRecord, with_landed
 from raybus.bus.publish import publish_outcome
 from raybus.bus.streams import (
     BusSettings,
@@ -209,18 +209,21 @@ class CommandExecutorService:
             return
         with tracer.start_as_current_span("apply-batch", context=extract_context(msg.headers), attributes={
                 "raybus.key": str(batch.key), "raybus.reconcile_id": batch.reconcile_id}):
-            result = await self._apply_under_lease(batch, holder=holder, revision=claim.revision)
+            result = await self._apply_under_lease(batch, holder=holder, revision=claim.revision,
+                                                   landed=claim.landed)
             if result is None:  # the lease was lost: the replica that took it over reports
                 return
             batch_result, revision = result
+            # What earlier deliveries landed counts even where this one met an error (ledger.with_landed)
+            results = with_landed(claim.landed, batch_result.results)
             if batch_result.transient and self._delivered(msg) < self.settings.max_deliver:
-                await self.ledger.release(batch.reconcile_id, revision=revision, applied=batch_result.results)
+                await self.ledger.release(batch.reconcile_id, revision=revision, applied=results)
                 await self._nak_transient(msg, batch, batch_result)
                 return
             if not await self.ledger.finish(batch.reconcile_id, revision=revision,
-                                            results=batch_result.results, now=time.time()):
+                                            results=results, now=time.time()):
                 return
-            await self._report(batch, batch_result.results)
+            await self._report(batch, results)
             await msg.ack()
             MESSAGES.labels(SERVICE, "command", "failed" if batch_result.failed else "ok").inc()
             self.applied += 1
@@ -270,8 +273,8 @@ class CommandExecutorService:
         wait = max(0.2, (record.lease_until - time.time()) if record is not None else 1.0)
         await msg.nak(delay=min(wait + 0.1, self.settings.ack_wait_s))
 
-    async def _apply_under_lease(self, batch: CommandBatch, *, holder: str,
-                                 revision: int) -> tuple[BatchResult, int] | None:
+    async def _apply_under_lease(self, batch: CommandBatch, *, holder: str, revision: int,
+                                 landed: tuple[CommandResult, ...]) -> tuple[BatchResult, int] | None:
         """Apply while renewing the claim; None if another replica took the claim over."""
         assert self.executor is not None and self.ledger is not None
         task = asyncio.ensure_future(self.executor.apply(batch))
@@ -282,7 +285,7 @@ class CommandExecutorService:
                 if done:
                     return task.result(), revision
                 renewed = await self.ledger.renew(batch.reconcile_id, holder=holder, revision=revision,
-                                                  lease_s=lease_s, now=time.time())
+                                                  lease_s=lease_s, now=time.time(), landed=landed)
                 if renewed is None:
                     log.warning("lost the claim on a batch mid-apply; stopping", extra={
                         "reconcile_id": batch.reconcile_id})

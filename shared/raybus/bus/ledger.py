@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -69,6 +69,21 @@ class Claim:
     # Won over a claim whose holder's lease lapsed: that holder may have applied it already (it
     # died, or stalled past its lease, e.g. its finish blocked by a NATS election).
     taken_over: bool = False
+    # Commands that landed in earlier applications of the batch (released after a transient error):
+    # kept through this claim's renewals and merged into its results (`with_landed`).
+    landed: tuple[CommandResult, ...] = ()
+
+
+def with_landed(landed: Iterable[CommandResult], results: list[CommandResult]) -> list[CommandResult]:
+    """This application's results, where a command that failed (or was skipped) now but landed in
+    an earlier application keeps that earlier result: the object was written then. Seen in the
+    chaos soak: a create landed (201) on a batch's second delivery, the third met an API 500 on the
+    same create, and the record said the Pod was never created. Landed commands the results do
+    not name are kept too, so what a record says landed only grows."""
+    earlier = {(r.op, r.target): r for r in landed if r.ok}
+    merged = [r if r.ok else earlier.get((r.op, r.target), r) for r in results]
+    named = {(r.op, r.target) for r in results}
+    return merged + [r for key, r in earlier.items() if key not in named]
 
 
 def _encode(record: BatchRecord) -> bytes:
@@ -113,10 +128,10 @@ class BatchLedger:
 
     async def claim(self, batch_id: str, *, holder: str, lease_s: float, now: float) -> Claim:
         """Become the applier of `batch_id`, unless it is done, revoked or held under a live lease."""
-        mine = _encode(BatchRecord(state="applying", holder=holder, lease_until=now + lease_s))
         for _ in range(5):  # lost CAS races re-read; a handful is plenty with two replicas
             record, revision = await self.get(batch_id)
             if record is None:
+                mine = _encode(BatchRecord(state="applying", holder=holder, lease_until=now + lease_s))
                 with contextlib.suppress(KeyWrongLastSequenceError):
                     return Claim(won=True, revision=await self._kv.create(batch_id, mine))
                 continue
@@ -124,33 +139,41 @@ class BatchLedger:
                 return Claim(won=False, record=record)
             if record.holder and record.holder != holder and record.lease_until > now:
                 return Claim(won=False, record=record)
+            mine = _encode(BatchRecord(state="applying", holder=holder, lease_until=now + lease_s,
+                                       results=record.results))  # what landed stays on record
             with contextlib.suppress(KeyWrongLastSequenceError):
                 return Claim(won=True, revision=await self._kv.update(batch_id, mine, last=revision),
-                             taken_over=bool(record.holder) and record.holder != holder)
+                             taken_over=bool(record.holder) and record.holder != holder,
+                             landed=tuple(record.results))
         record, _ = await self.get(batch_id)
         return Claim(won=False, record=record)
 
     async def renew(self, batch_id: str, *, holder: str, revision: int, lease_s: float,
-                    now: float) -> int | None:
+                    now: float, landed: Iterable[CommandResult] = ()) -> int | None:
         """Extend our lease; None if the claim was lost (someone took the batch over)."""
-        record = BatchRecord(state="applying", holder=holder, lease_until=now + lease_s)
+        record = BatchRecord(state="applying", holder=holder, lease_until=now + lease_s,
+                             results=list(landed))
         try:
             return await self._kv.update(batch_id, _encode(record), last=revision)
         except KeyWrongLastSequenceError:
             return None
 
-    async def release(self, batch_id: str, *, revision: int, applied: list[CommandResult] | None = None) -> None:
+    async def release(self, batch_id: str, *, revision: int, applied: list[CommandResult] | None = None,
+                      landed: Iterable[CommandResult] = ()) -> None:
         """Give the batch back (a transient API error: it will be redelivered) without revoking it.
         `applied`: the commands that landed before the error, so a refusal of the redelivery
-        (`refuse`) can still say which of them took effect."""
-        record = BatchRecord(state="applying", results=[r for r in applied or [] if r.ok])
+        (`refuse`) can still say which of them took effect; `landed` (the claim's): those of
+        earlier applications, kept."""
+        record = BatchRecord(state="applying",
+                             results=[r for r in with_landed(landed, applied or []) if r.ok])
         with contextlib.suppress(KeyWrongLastSequenceError):
             await self._kv.update(batch_id, _encode(record), last=revision)
 
     async def finish(self, batch_id: str, *, revision: int, results: list[CommandResult],
-                     now: float) -> bool:
-        """Record the results; False if our claim was lost meanwhile (the new holder reports)."""
-        record = BatchRecord(state="done", finished_at=now, results=results)
+                     now: float, landed: Iterable[CommandResult] = ()) -> bool:
+        """Record the results (`with_landed`: merged with what earlier applications landed); False
+        if our claim was lost meanwhile (the new holder reports)."""
+        record = BatchRecord(state="done", finished_at=now, results=with_landed(landed, results))
         try:
             await self._kv.update(batch_id, _encode(record), last=revision)
         except KeyWrongLastSequenceError:

@@ -8,7 +8,7 @@ import asyncio
 import nats
 
 from raybus.bus.envelopes import CommandResult
-from raybus.bus.ledger import BatchLedger
+from raybus.bus.ledger import BatchLedger, with_landed
 from raybus.testing.servers import NatsServer
 
 NOW = 1_000_000.0
@@ -79,5 +79,59 @@ async def test_done_batch_is_answered_from_the_record(nats_server: NatsServer) -
         await ledger.release("b6", revision=released.revision)
         retaken = await ledger.claim("b6", holder="z", lease_s=5, now=NOW + 0.1)
         assert retaken.won  # a released claim (transient error) is free at once
+    finally:
+        await nc.close()
+
+
+def _create(name: str, *, ok: bool, code: int) -> CommandResult:
+    return CommandResult(op="create", target=f"Pod/default/{name}", ok=ok, code=code)
+
+
+async def test_what_an_earlier_delivery_landed_stays_on_record_through_later_errors(
+        nats_server: NatsServer) -> None:
+    """A worker batch of the 2-minute soak: delivery 1 created a and b and met an API 500 on c;
+    delivery 2 created c (201) and met a 500 elsewhere; delivery 3 met a 500 on c itself. The
+    record must still say c was created, through every claim, renewal and release."""
+    nc, ledger = await _ledger(nats_server)
+    try:
+        first = await ledger.claim("b7", holder="x", lease_s=5, now=NOW)
+        assert first.landed == ()
+        await ledger.release("b7", revision=first.revision, applied=[
+            _create("a", ok=True, code=201), _create("b", ok=True, code=201), _create("c", ok=False, code=500)])
+        second = await ledger.claim("b7", holder="x", lease_s=5, now=NOW + 1)
+        assert [r.target for r in second.landed] == ["Pod/default/a", "Pod/default/b"]
+        renewed = await ledger.renew("b7", holder="x", revision=second.revision, lease_s=5, now=NOW + 2,
+                                     landed=second.landed)
+        assert renewed is not None
+        applied = with_landed(second.landed, [_create("a", ok=True, code=409), _create("b", ok=True, code=409),
+                                              _create("c", ok=True, code=201)])
+        await ledger.release("b7", revision=renewed, applied=applied)
+        third = await ledger.claim("b7", holder="y", lease_s=5, now=NOW + 3)
+        assert {r.target: r.code for r in third.landed} == {
+            "Pod/default/a": 409, "Pod/default/b": 409, "Pod/default/c": 201}
+        # delivery 3: a 500 on c, the rest skipped; admission then refuses the 4th (cluster deleted)
+        await ledger.release("b7", revision=third.revision, landed=third.landed, applied=[
+            _create("a", ok=False, code=500), _create("b", ok=False, code=0), _create("c", ok=False, code=0)])
+        refused = await ledger.refuse("b7", now=NOW + 4, answer=list)
+        assert refused is not None and refused.state == "done"
+        assert {r.target: (r.ok, r.code) for r in refused.results} == {
+            "Pod/default/a": (True, 409), "Pod/default/b": (True, 409), "Pod/default/c": (True, 201)}
+    finally:
+        await nc.close()
+
+
+async def test_finish_keeps_an_earlier_deliverys_create_that_now_failed(nats_server: NatsServer) -> None:
+    nc, ledger = await _ledger(nats_server)
+    try:
+        first = await ledger.claim("b8", holder="x", lease_s=5, now=NOW)
+        await ledger.release("b8", revision=first.revision, applied=[
+            _create("a", ok=True, code=201), _create("b", ok=False, code=500)])
+        last = await ledger.claim("b8", holder="x", lease_s=5, now=NOW + 1)  # the last allowed delivery
+        assert await ledger.finish("b8", revision=last.revision, landed=last.landed, now=NOW + 2, results=[
+            _create("a", ok=False, code=500), _create("b", ok=False, code=0)])
+        record, _ = await ledger.get("b8")
+        assert record is not None and record.state == "done"
+        assert [(r.target, r.ok, r.code) for r in record.results] == [
+            ("Pod/default/a", True, 201), ("Pod/default/b", False, 0)]
     finally:
         await nc.close()
