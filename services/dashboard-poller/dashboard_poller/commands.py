@@ -74,6 +74,9 @@ Outcome = tuple[State, str]
 
 # How long a takeover waits for the head to say whether the lapsed holder's write landed.
 TAKEOVER_LOOK_S = 20.0
+# How long a write's read-back observation publish is retried (a NATS election takes seconds;
+# the soak restarts a killed node 2-8 s later).
+READ_BACK_PUBLISH_S = 30.0
 
 
 class _HeadCannotSay(Exception):
@@ -225,7 +228,7 @@ class CommandRunner:
                     await cancel_and_wait([task])
                     return
                 revision = renewed
-        except asyncio.CancelledError:
+        except BaseException:  # cancelled, or a renewal failed (NATS gone): no orphan write task
             await cancel_and_wait([task])
             raise
         result, obs_seq = task.result()
@@ -282,14 +285,24 @@ class CommandRunner:
                 "last_success_at": prev.last_success_at if failed else now})
             heads.states[ck] = new_state
             try:
-                obs_seq = await heads.observe(want, round_result, failures=new_state.failures,
-                                              reason=f"read back after {c.op}",
-                                              previous_success=prev.last_success_at, read_at=written_at)
+                # Retried in place (the claim is renewed meanwhile): the result must point at an
+                # observation read after the write. Reported with the older one, the owner decided
+                # on the state before it: the 2-minute soak saw a RayService PUT its config again
+                # ("No Serve application found") when the read-back publish met a NATS election
+                # and the next round's read met a head timeout, so nothing newer was published.
+                async for attempt in AsyncRetrying(
+                        stop=stop_after_delay(READ_BACK_PUBLISH_S), retry=retry_if_exception_type(NatsError),
+                        wait=wait_exponential(multiplier=0.1, min=0.1, max=2.0), reraise=True):
+                    with attempt:
+                        obs_seq = await heads.observe(want, round_result, failures=new_state.failures,
+                                                      reason=f"read back after {c.op}",
+                                                      previous_success=prev.last_success_at,
+                                                      read_at=written_at)
             except NatsError as err:
-                # The write is done: a lost read-back publish (a NATS node gone, mid-election)
-                # must not fail the command, or its redelivery executes the write again once the
-                # claim's lease lapses (the chaos soak saw a Serve config PUT twice). The view
-                # keeps the older observation, so the next poll round publishes the change.
+                # The write is done: a lost read-back publish must not fail the command, or its
+                # redelivery executes the write again once the claim's lease lapses (the chaos
+                # soak saw a Serve config PUT twice). The view keeps the older observation, so the
+                # next poll round publishes the change.
                 log.warning("read-back observation not published; the next round will",
                             extra={"command_id": command.command_id, "error": repr(err)})
                 obs_seq = heads.view.observation(*ck)[1]

@@ -15,7 +15,7 @@ from dashboard_poller.commands import already_done
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.bus import subjects as s
 from raybus.bus.codec import encode
-from raybus.bus.envelopes import DashboardCommandMessage, ObjectKey
+from raybus.bus.envelopes import DashboardCommandMessage, DashboardObservation, ObjectKey
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.publish import DASHBOARD_KIND, DASHBOARD_RESULT_KIND, dashboard_ledger_key
 from raybus.decisions.dashboard_contract import DeleteJob, PutServeConfig, StopJob, SubmitJob
@@ -111,6 +111,12 @@ async def test_a_failed_read_back_publish_never_executes_the_write_again(nats_se
         result = await until(lambda: owner.result("cmd-submit-j9"), what="result")
         assert failed and result.result.state == "ok"
         assert (await requests(sim))["POST /api/jobs/"] == 1
+        # ... and the result points at the read-back (retried), not at an observation from before
+        # the write: an owner deciding on that one wrote again (the 2-minute soak: a Serve PUT
+        # repeated on "No Serve application found" while the head timed out the next reads).
+        got = await nc.jetstream().get_msg(s.STREAM_DASHBOARD, result.observation_seq)
+        seen = DashboardObservation.model_validate_json(got.data or b"").observation
+        assert "j9" in seen.jobs and "j9" not in seen.jobs_missing, seen
         # Done in the ledger: any redelivery is answered from it, never executed again.
         record, _ = await BatchLedger(await nc.jetstream().key_value(s.KV_BATCHES)).get(
             dashboard_ledger_key("cmd-submit-j9"))
