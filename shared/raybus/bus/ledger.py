@@ -158,22 +158,19 @@ class BatchLedger:
         except KeyWrongLastSequenceError:
             return None
 
-    async def release(self, batch_id: str, *, revision: int, applied: list[CommandResult] | None = None,
-                      landed: Iterable[CommandResult] = ()) -> None:
+    async def release(self, batch_id: str, *, revision: int, applied: list[CommandResult] | None = None) -> None:
         """Give the batch back (a transient API error: it will be redelivered) without revoking it.
-        `applied`: the commands that landed before the error, so a refusal of the redelivery
-        (`refuse`) can still say which of them took effect; `landed` (the claim's): those of
-        earlier applications, kept."""
-        record = BatchRecord(state="applying",
-                             results=[r for r in with_landed(landed, applied or []) if r.ok])
+        `applied`: the commands that landed so far (`with_landed`: earlier deliveries' included),
+        so a refusal of the redelivery (`refuse`) can still say which of them took effect."""
+        record = BatchRecord(state="applying", results=[r for r in applied or [] if r.ok])
         with contextlib.suppress(KeyWrongLastSequenceError):
             await self._kv.update(batch_id, _encode(record), last=revision)
 
     async def finish(self, batch_id: str, *, revision: int, results: list[CommandResult],
-                     now: float, landed: Iterable[CommandResult] = ()) -> bool:
-        """Record the results (`with_landed`: merged with what earlier applications landed); False
+                     now: float) -> bool:
+        """Record the results (the executor merges earlier deliveries' in, `with_landed`); False
         if our claim was lost meanwhile (the new holder reports)."""
-        record = BatchRecord(state="done", finished_at=now, results=with_landed(landed, results))
+        record = BatchRecord(state="done", finished_at=now, results=results)
         try:
             await self._kv.update(batch_id, _encode(record), last=revision)
         except KeyWrongLastSequenceError:

@@ -110,8 +110,8 @@ async def test_what_an_earlier_delivery_landed_stays_on_record_through_later_err
         assert {r.target: r.code for r in third.landed} == {
             "Pod/default/a": 409, "Pod/default/b": 409, "Pod/default/c": 201}
         # delivery 3: a 500 on c, the rest skipped; admission then refuses the 4th (cluster deleted)
-        await ledger.release("b7", revision=third.revision, landed=third.landed, applied=[
-            _create("a", ok=False, code=500), _create("b", ok=False, code=0), _create("c", ok=False, code=0)])
+        await ledger.release("b7", revision=third.revision, applied=with_landed(third.landed, [
+            _create("a", ok=False, code=500), _create("b", ok=False, code=0), _create("c", ok=False, code=0)]))
         refused = await ledger.refuse("b7", now=NOW + 4, answer=list)
         assert refused is not None and refused.state == "done"
         assert {r.target: (r.ok, r.code) for r in refused.results} == {
@@ -127,8 +127,8 @@ async def test_finish_keeps_an_earlier_deliverys_create_that_now_failed(nats_ser
         await ledger.release("b8", revision=first.revision, applied=[
             _create("a", ok=True, code=201), _create("b", ok=False, code=500)])
         last = await ledger.claim("b8", holder="x", lease_s=5, now=NOW + 1)  # the last allowed delivery
-        assert await ledger.finish("b8", revision=last.revision, landed=last.landed, now=NOW + 2, results=[
-            _create("a", ok=False, code=500), _create("b", ok=False, code=0)])
+        assert await ledger.finish("b8", revision=last.revision, now=NOW + 2, results=with_landed(last.landed, [
+            _create("a", ok=False, code=500), _create("b", ok=False, code=0)]))
         record, _ = await ledger.get("b8")
         assert record is not None and record.state == "done"
         assert [(r.target, r.ok, r.code) for r in record.results] == [
