@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import UTC, datetime, timedelta
 
 import aiohttp
 import httpx
@@ -43,6 +44,7 @@ from raybus.runtime.service import CommonSettings
 from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+TAKEOVER_MARGIN_S = 30.0
 
 
 class DashboardPollerService:
@@ -132,6 +134,13 @@ class DashboardPollerService:
         assert self.heads is not None and self.commands is not None
         log.info("active: polling and executing dashboard commands")
         assert self._ws is not None
+        # The previous leader (or this process before a restart) acted until at most ttl/2 after
+        # its last renewal, and the lease expires ttl after it: twice the TTL plus a margin for
+        # clock skew covers every observation whose triggers it may not have sent (heads.py).
+        since = datetime.now(UTC) - timedelta(seconds=2 * self.settings.lease_ttl_s + TAKEOVER_MARGIN_S)
+        owed = self.heads.owe_recent(since)
+        if owed:
+            log.info("triggering owners of recent observations again", extra={"clusters": owed})
         self.follower = Follower(self.heads, self._ws)
         self._scheduler = asyncio.create_task(
             PollScheduler(self.heads, clusters=self.clusters, follower=self.follower, pushed=self.ray_events,

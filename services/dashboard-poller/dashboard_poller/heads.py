@@ -5,6 +5,13 @@ so a head never has two raybus requests in flight (KubeRay #4069: a slow head he
 reconcile worker; here it holds only its own lock). An observation is published only when it
 differs from the last published one (observed_at is not compared), then every owner interested in
 the cluster is triggered with the observation's RAYBUS_DASHBOARD sequence.
+
+Triggers are owed until published: the owners wait for them (raybus has no fixed 3 s requeue of a
+running RayJob, as KubeRay has), and a later read equal to the published observation publishes
+nothing, so a trigger lost to a NATS node's death would never be sent again. The 2-minute soak saw
+exactly that: a RayJob's end was observed and published, its trigger failed, and the job stayed
+Running. So an owed trigger stays in `owed` until NATS takes it, and is retried by every later
+round of that cluster and by the scheduler.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from raybus.bus.envelopes import DashboardObservation, ObjectKey
 from raybus.bus.publish import DASHBOARD_KIND, publish_dashboard_observation, publish_trigger
 from raybus.decisions.dashboard_contract import ClusterObservation, JobObservation
 from raybus.decisions.dashboard_observe import RoundResult, changed_parts, merge_round, newly_ended_jobs
-from raybus.decisions.dashboard_poll import ClusterWant, PollPlan, PollState, after_change, after_round
+from raybus.decisions.dashboard_poll import ClusterWant, Owner, PollPlan, PollState, after_change, after_round
 from raybus.observability.metrics import DASHBOARD_OBSERVATION_LAG
 
 log = logging.getLogger(__name__)
@@ -51,6 +58,8 @@ class Heads:
         self.locks: defaultdict[ClusterKey, asyncio.Lock] = defaultdict(asyncio.Lock)
         self.states: dict[ClusterKey, PollState] = {}
         self.deleted_jobs: defaultdict[ClusterKey, set[str]] = defaultdict(set)
+        # cluster -> (observation seq, cause, owners not yet triggered for it); see the docstring
+        self.owed: dict[ClusterKey, tuple[int, str, tuple[Owner, ...]]] = {}
         self.requests = 0  # observable for tests and the benchmark
         self.published = 0
 
@@ -144,27 +153,57 @@ class Heads:
         previous, seq = self.view.observation(*key)
         current = merge_round(previous, want, result, failures=failures, settings=self.settings.poll())
         parts = changed_parts(previous, current) if current != previous else []
-        if not parts:
-            return seq
-        seq = await self.publish(current)
-        self.states[key] = after_change(self.states.get(key, PollState()), read_at=read_at)
-        self._record_lag(previous, current, previous_success)
-        log.info("observation changed", extra={"cluster": f"{want.namespace}/{want.cluster}",
-                                               "parts": parts, "seq": seq, "reason": reason})
-        for owner in want.owners:
+        if parts:
+            seq = await self.publish(current)
+            self.states[key] = after_change(self.states.get(key, PollState()), read_at=read_at)
+            self._record_lag(previous, current, previous_success)
+            log.info("observation changed", extra={"cluster": f"{want.namespace}/{want.cluster}",
+                                                   "parts": parts, "seq": seq, "reason": reason})
+            self.owe(key, seq, f"dashboard: {','.join(parts)} changed", want.owners)
+        await self.pay(key)
+        return seq
+
+    def owe(self, key: ClusterKey, seq: int, cause: str, owners: tuple[Owner, ...]) -> None:
+        """Owners to trigger for observation `seq` (still owed ones of an older seq included: the
+        newer sequence covers what they had not been told)."""
+        _, _, before = self.owed.get(key, (0, "", ()))
+        merged = before + tuple(o for o in owners if o not in before)
+        if merged:
+            self.owed[key] = (seq, cause, merged)
+
+    def owe_recent(self, since: datetime) -> int:
+        """At takeover: owe the owners of every observation published since `since` a trigger
+        again, since the previous leader may have died between an observation and its triggers
+        (triggers are "look again": one too many costs a reconcile, one too few a stuck job)."""
+        wants, owed = self.view.wants(), 0
+        for key, seq in self.view.published_since(since):
+            want = wants.get(key)
+            if want is not None and want.owners:
+                self.owe(key, seq, "dashboard: observation published before a takeover", want.owners)
+                owed += 1
+        return owed
+
+    async def pay(self, key: ClusterKey) -> None:
+        """Publish the triggers owed for one cluster; raises (keeping the rest owed) on a NATS error."""
+        while key in self.owed:
+            seq, cause, owners = self.owed[key]
+            owner = owners[0]
             await publish_trigger(self._js, controller=s.Controller(owner.controller),
                                   key=ObjectKey(namespace=owner.namespace, name=owner.name),
-                                  kind=owner.kind, cause=f"dashboard: {','.join(parts)} changed",
-                                  objects_seq=seq, cause_kind=DASHBOARD_KIND,
+                                  kind=owner.kind, cause=cause, objects_seq=seq, cause_kind=DASHBOARD_KIND,
                                   partitions=self.settings.partitions)
-        return seq
+            if self.owed.get(key) == (seq, cause, owners):
+                if len(owners) > 1:
+                    self.owed[key] = (seq, cause, owners[1:])
+                else:
+                    del self.owed[key]
 
     async def publish(self, obs: ClusterObservation) -> int:
         envelope = DashboardObservation(key=ObjectKey(namespace=obs.namespace, name=obs.cluster),
                                         kind=s.Kind.RAYCLUSTER.value, observation=obs,
                                         observed_at=datetime.now(UTC))
         seq = await publish_dashboard_observation(self._js, envelope)
-        self.view.record_observation(obs, seq)
+        self.view.record_observation(obs, seq, observed_at=envelope.observed_at)
         self.published += 1
         return seq
 

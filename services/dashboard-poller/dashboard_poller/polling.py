@@ -10,6 +10,8 @@ import logging
 import math
 import time
 
+from nats.errors import Error as NatsError
+
 from dashboard_poller.follow import Follower
 from dashboard_poller.heads import Heads
 from dashboard_poller.ray_events import RayEventsReceiver
@@ -30,6 +32,7 @@ from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 MAX_SLEEP_S = 1.0  # RayCluster readiness is read from the cache, not signalled: look this often
+PAY_RETRY_S = 0.5  # between attempts to publish owed triggers (heads.py) while NATS refuses them
 
 
 class PollScheduler:
@@ -82,6 +85,7 @@ class PollScheduler:
         for gone in set(heads.states) - wanted - set(self._busy):  # every owner withdrew
             heads.states.pop(gone, None)
             heads.deleted_jobs.pop(gone, None)
+            heads.owed.pop(gone, None)  # no owner left to tell
             self._ready_seen.pop(gone, None)
         if self._pushed is not None:
             self._pushed.forget(wanted)
@@ -101,6 +105,9 @@ class PollScheduler:
                 want = with_pushed_ends(want, self._pushed.ends(key), self._pushed.serve_deaths(key))
             if key in self._busy:
                 continue
+            if key in heads.owed:  # a trigger a NATS error kept from its owners: send it first
+                self._busy[key] = asyncio.create_task(self._pay(key))
+                continue
             state = heads.states.get(key, PollState())
             decision = decide_poll(want, state, obs, now=now, wall_ms=wall_ms, settings=settings,
                                    head_ready=ready, streaming=streaming)
@@ -110,6 +117,18 @@ class PollScheduler:
             else:
                 wake = min(wake, decision.at)
         return wake
+
+    async def _pay(self, key: ClusterKey) -> None:
+        try:
+            async with self._heads.locks[key]:
+                await self._heads.pay(key)
+        except NatsError as err:
+            log.warning("owed dashboard triggers not published yet", extra={
+                "cluster": f"{key[0]}/{key[1]}", "error": repr(err)})
+            await asyncio.sleep(PAY_RETRY_S)  # NATS answers "no responders" at once: no spin
+        finally:
+            self._busy.pop(key, None)
+            self._heads.view.changed.set()
 
     async def _poll(self, key: ClusterKey, want: ClusterWant, plan: PollPlan, reason: str) -> None:
         try:

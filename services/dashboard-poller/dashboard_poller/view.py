@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -36,6 +37,7 @@ class BusView:
         self._interests: dict[tuple[str, int], OwnedInterest] = {}
         self._wants: dict[ClusterKey, ClusterWant] | None = None
         self._observations: dict[ClusterKey, tuple[ClusterObservation, int]] = {}
+        self._observed_at: dict[ClusterKey, datetime] = {}
         self.changed = asyncio.Event()  # interests changed: the scheduler looks again
         self._subs: list[Any] = []
 
@@ -99,13 +101,19 @@ class BusView:
         except ValidationError:
             log.warning("undecodable observation skipped", extra={"subject": msg.subject})
             return
-        self.record_observation(m.observation, msg.metadata.sequence.stream if msg.metadata else 0)
+        self.record_observation(m.observation, msg.metadata.sequence.stream if msg.metadata else 0,
+                                observed_at=m.observed_at)
 
-    def record_observation(self, obs: ClusterObservation, seq: int) -> None:
+    def record_observation(self, obs: ClusterObservation, seq: int, *, observed_at: datetime) -> None:
         """Keep the newest: our own publish is recorded at once, its echo later is no news."""
         key = (obs.namespace, obs.cluster)
         if seq >= self._observations.get(key, (None, 0))[1]:
             self._observations[key] = (obs, seq)
+            self._observed_at[key] = observed_at
+
+    def published_since(self, since: datetime) -> list[tuple[ClusterKey, int]]:
+        """Clusters whose last observation was published at or after `since`, with its sequence."""
+        return [(key, self._observations[key][1]) for key, at in self._observed_at.items() if at >= since]
 
     def observation(self, namespace: str, cluster: str) -> tuple[ClusterObservation | None, int]:
         obs, seq = self._observations.get((namespace, cluster), (None, 0))
