@@ -80,6 +80,7 @@ ReconcileFn = Callable[[ObjectKey], Awaitable["Result | float | None"]]
 # every expiry is two requests to the server per partition, and with 16 partitions x 3
 # controllers at 1 s that was 2% of a core per reconciler and 3% of nats-server's, doing nothing.
 FETCH_WAIT_S = 5.0
+LEASE_STALE_NAK_S = 1.0  # a trigger met while our partition lease is stale comes back after this
 
 
 @dataclass
@@ -273,9 +274,15 @@ class ControllerRuntime:
     async def _process(self, key: ObjectKey, pendings: list[_Pending]) -> None:
         assert self.leases is not None
         if not self.leases.valid(self.partition(key)):
+            # A renewal is late (e.g. NATS just restarted) while the fetcher still pulls. Naked
+            # at once, a trigger came straight back to this replica, ~0.1 s a round, and after
+            # max_deliver rounds NATS gave up on it: it stayed in the work queue below the
+            # consumer's ack floor and its RayCluster was never reconciled (make test beside
+            # two CPU hogs, the sample right after the NATS restart test). With a delay, a
+            # lease that is renewed or taken over within max_deliver seconds loses nothing.
             for pending in pendings:
                 with contextlib.suppress(Exception):
-                    await pending.msg.nak()
+                    await pending.msg.nak(delay=LEASE_STALE_NAK_S)
             if not pendings:
                 # A requeue of ours (no bus message will come back): keep it until the lease is
                 # renewed, or until the partition is dropped and handed over.
