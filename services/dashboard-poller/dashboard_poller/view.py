@@ -36,8 +36,8 @@ class BusView:
         # (interest subject, index) -> interest: an owner may follow several clusters
         self._interests: dict[tuple[str, int], OwnedInterest] = {}
         self._wants: dict[ClusterKey, ClusterWant] | None = None
-        self._observations: dict[ClusterKey, tuple[ClusterObservation, int]] = {}
-        self._observed_at: dict[ClusterKey, datetime] = {}
+        # cluster -> (last published observation, its stream seq, when it was published)
+        self._observations: dict[ClusterKey, tuple[ClusterObservation, int, datetime]] = {}
         self.changed = asyncio.Event()  # interests changed: the scheduler looks again
         self._subs: list[Any] = []
 
@@ -107,14 +107,17 @@ class BusView:
     def record_observation(self, obs: ClusterObservation, seq: int, *, observed_at: datetime) -> None:
         """Keep the newest: our own publish is recorded at once, its echo later is no news."""
         key = (obs.namespace, obs.cluster)
-        if seq >= self._observations.get(key, (None, 0))[1]:
-            self._observations[key] = (obs, seq)
-            self._observed_at[key] = observed_at
+        held = self._observations.get(key)
+        if held is None or seq >= held[1]:
+            self._observations[key] = (obs, seq, observed_at)
 
     def published_since(self, since: datetime) -> list[tuple[ClusterKey, int]]:
         """Clusters whose last observation was published at or after `since`, with its sequence."""
-        return [(key, self._observations[key][1]) for key, at in self._observed_at.items() if at >= since]
+        return [(key, seq) for key, (_, seq, at) in self._observations.items() if at >= since]
 
     def observation(self, namespace: str, cluster: str) -> tuple[ClusterObservation | None, int]:
-        obs, seq = self._observations.get((namespace, cluster), (None, 0))
+        held = self._observations.get((namespace, cluster))
+        if held is None:
+            return None, 0
+        obs, seq, _ = held
         return obs, seq

@@ -12,6 +12,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.api import StreamConfig
 
+from dashboard_poller.heads import Heads
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.bus import subjects as s
 from raybus.bus.publish import DASHBOARD_KIND
@@ -54,15 +55,16 @@ async def test_a_failed_trigger_is_published_once_nats_takes_it(nats_server: Nat
                                                                 tap: ObservationTap) -> None:
     owner = Reconciler(nc)
     poller = await start_poller(nats_server.url, sim)
-    assert poller.heads is not None
+    heads = poller.heads
+    assert heads is not None
     try:
         config = await _job_running_then_triggers_down(sim, nc, tap, owner, "j-owed")
         ended = await until(lambda: _observed(tap, "j-owed", "SUCCEEDED"), what="the job's end observed")
         # Its trigger met the missing stream: owed, not forgotten.
-        await until(lambda: _owed(poller.heads, ended), what="the end's trigger owed")
+        await until(lambda: _owed(heads, ended), what="the end's trigger owed")
         await nc.jetstream().add_stream(config)
         await until(lambda: _trigger_is(owner, ended), what="the owed trigger published")
-        await until(lambda: _nothing_owed(poller.heads), what="nothing owed any more")
+        await until(lambda: _nothing_owed(heads), what="nothing owed any more")
     finally:
         await poller.stop()
 
@@ -74,11 +76,12 @@ async def test_a_takeover_triggers_owners_of_recent_observations_again(nats_serv
     window a dead leader could have left unannounced."""
     owner = Reconciler(nc)
     first = await start_poller(nats_server.url, sim, replica="p0")
-    assert first.heads is not None
+    heads = first.heads
+    assert heads is not None
     try:
         config = await _job_running_then_triggers_down(sim, nc, tap, owner, "j-handover")
         ended = await until(lambda: _observed(tap, "j-handover", "SUCCEEDED"), what="the job's end observed")
-        await until(lambda: _owed(first.heads, ended), what="the end's trigger owed")
+        await until(lambda: _owed(heads, ended), what="the end's trigger owed")
     finally:
         await first.stop()  # its owed trigger goes with it
     await nc.jetstream().add_stream(config)
@@ -90,13 +93,12 @@ async def test_a_takeover_triggers_owners_of_recent_observations_again(nats_serv
         await second.stop()
 
 
-async def _owed(heads: object, seq: int) -> bool:
-    owed = getattr(heads, "owed", {})
-    return owed.get((NS, CLUSTER), (0,))[0] == seq
+async def _owed(heads: Heads, seq: int) -> bool:
+    return heads.owed.get((NS, CLUSTER), (0, "", ()))[0] == seq
 
 
-async def _nothing_owed(heads: object) -> bool:
-    return not getattr(heads, "owed", {})
+async def _nothing_owed(heads: Heads) -> bool:
+    return not heads.owed
 
 
 async def _trigger_is(owner: Reconciler, seq: int) -> bool:
