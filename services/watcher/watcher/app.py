@@ -238,6 +238,9 @@ class Watcher:
     async def on_change(self, spec: WatchSpec, etype: str, obj: Json, *, old: Json | None) -> bool:
         """Publish one change; returns whether the object is tracked (published) afterwards."""
         obj = sanitize(obj)
+        # The previous version as it was published (sanitize is idempotent): a Pod update is
+        # compared on what the bus carries, and a retraction publishes no managedFields.
+        old = sanitize(old) if old is not None else None
         kind = spec.kind
         if kind is s.Kind.RAYCLUSTER:
             self._remember_cluster(obj, deleted=etype == "DELETED")
