@@ -134,8 +134,8 @@ class Watcher:
     def _informer(self, spec: WatchSpec) -> Informer:
         assert self._kube is not None
         return Informer(self._kube, spec, sink=self._sink_for(spec), known=self._known[spec.kind],
-                        namespace=self.settings.namespace, resync_s=self.settings.resync_s,
-                        watch_timeout_s=self.settings.watch_timeout_s, reconnect=self._reconnect,
+                        transform=sanitize, namespace=self.settings.namespace,
+                        resync_s=self.settings.resync_s, watch_timeout_s=self.settings.watch_timeout_s, reconnect=self._reconnect,
                         window=self.settings.publish_window)
 
     async def _watch_discovery(self, optional: list[WatchSpec]) -> None:
@@ -237,10 +237,9 @@ class Watcher:
 
     async def on_change(self, spec: WatchSpec, etype: str, obj: Json, *, old: Json | None) -> bool:
         """Publish one change; returns whether the object is tracked (published) afterwards."""
-        obj = sanitize(obj)
-        # The previous version as it was published (sanitize is idempotent): a Pod update is
-        # compared on what the bus carries, and a retraction publishes no managedFields.
-        old = sanitize(old) if old is not None else None
+        # obj and old come sanitized (routing.sanitize, no Secret values, slim Pods): the
+        # informers apply it to every object before the sink and keep that copy as the next
+        # one's `old`, so a Pod update is compared on what the bus carries.
         kind = spec.kind
         if kind is s.Kind.RAYCLUSTER:
             self._remember_cluster(obj, deleted=etype == "DELETED")
