@@ -135,8 +135,8 @@ class Watcher:
         assert self._kube is not None
         return Informer(self._kube, spec, sink=self._sink_for(spec), known=self._known[spec.kind],
                         transform=sanitize, namespace=self.settings.namespace,
-                        resync_s=self.settings.resync_s, watch_timeout_s=self.settings.watch_timeout_s, reconnect=self._reconnect,
-                        window=self.settings.publish_window)
+                        resync_s=self.settings.resync_s, watch_timeout_s=self.settings.watch_timeout_s,
+                        reconnect=self._reconnect, window=self.settings.publish_window)
 
     async def _watch_discovery(self, optional: list[WatchSpec]) -> None:
         """Start an optional kind's informer when discovery shows it, stop it when it goes."""
