@@ -134,9 +134,9 @@ class Watcher:
     def _informer(self, spec: WatchSpec) -> Informer:
         assert self._kube is not None
         return Informer(self._kube, spec, sink=self._sink_for(spec), known=self._known[spec.kind],
-                        namespace=self.settings.namespace, resync_s=self.settings.resync_s,
-                        watch_timeout_s=self.settings.watch_timeout_s, reconnect=self._reconnect,
-                        window=self.settings.publish_window)
+                        transform=sanitize, namespace=self.settings.namespace,
+                        resync_s=self.settings.resync_s, watch_timeout_s=self.settings.watch_timeout_s,
+                        reconnect=self._reconnect, window=self.settings.publish_window)
 
     async def _watch_discovery(self, optional: list[WatchSpec]) -> None:
         """Start an optional kind's informer when discovery shows it, stop it when it goes."""
@@ -237,7 +237,9 @@ class Watcher:
 
     async def on_change(self, spec: WatchSpec, etype: str, obj: Json, *, old: Json | None) -> bool:
         """Publish one change; returns whether the object is tracked (published) afterwards."""
-        obj = sanitize(obj)
+        # obj and old come sanitized (routing.sanitize, no Secret values, slim Pods): the
+        # informers apply it to every object before the sink and keep that copy as the next
+        # one's `old`, so a Pod update is compared on what the bus carries.
         kind = spec.kind
         if kind is s.Kind.RAYCLUSTER:
             self._remember_cluster(obj, deleted=etype == "DELETED")

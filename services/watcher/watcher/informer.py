@@ -86,8 +86,12 @@ class Informer:
     def __init__(self, kube: KubeClient, spec: WatchSpec, *, sink: Sink,
                  known: dict[Key, Json] | None = None, namespace: str | None = None,
                  resync_s: float = 600.0, watch_timeout_s: int = 300,
-                 reconnect: Reconnect | None = None, window: int = PUBLISH_WINDOW) -> None:
+                 reconnect: Reconnect | None = None, window: int = PUBLISH_WINDOW,
+                 transform: Callable[[Json], Json] | None = None) -> None:
         self._kube = kube
+        # Applied to every object before the sink and `known` see it (the watcher's sanitize):
+        # the previous version handed to the sink is then the one published, transformed once.
+        self._transform = transform
         self._reconnect = reconnect or Reconnect()
         self.api_failures = 0  # failed list/watch requests (observable for tests)
         self.spec = spec
@@ -139,6 +143,8 @@ class Informer:
             await self._apply(etype, obj)
 
     async def _apply(self, etype: str, obj: Json) -> None:
+        if self._transform is not None:
+            obj = self._transform(obj)
         key = _key(obj)
         old = self.known.get(key)
         if etype != "DELETED" and old is not None \

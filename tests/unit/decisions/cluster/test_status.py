@@ -291,3 +291,18 @@ def test_failed_pod_create_does_not_block_the_group() -> None:
         for c in reconcile_cluster(blocked, settings=SETTINGS, now=later(1), entropy="f").commands
         if getattr(c, "op", "") == "create"
     ]
+
+
+def test_desired_resources_follow_the_spec_of_the_same_cluster() -> None:
+    """The desired* fields are memoised per RayCluster on its spec object (issue 20): a scale-up
+    of the same cluster is a new spec and counts again; the same spec answers as computed."""
+    small = status_of([HEAD, *workers(2)], groups=[worker_group(replicas=2)])
+    big = status_of([HEAD, *workers(2)], groups=[worker_group(replicas=6)])
+    assert (small["desiredCPU"], big["desiredCPU"]) == ("3", "7")
+    cluster = with_defaults(make_cluster(groups=[worker_group(replicas=2)]))
+
+    def again() -> dict[str, Any]:
+        return calculate_status(cluster, pods=[HEAD], head_services=[head_service()], planned_head_service=False,
+                                reconcile_error=None, settings=SETTINGS, now=T0)
+    first, second = again(), again()
+    assert first["desiredMemory"] == second["desiredMemory"] == small["desiredMemory"]
