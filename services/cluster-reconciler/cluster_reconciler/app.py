@@ -245,6 +245,14 @@ UID_FIELD = "uid"
 DELETED_EXPECTATIONS_TTL_S = 3600
 
 
+# A RayCluster woken by events runs at most once a second (runtime/workqueue.py): its Pods step
+# through scheduled/started/ready one after the other, and deciding after each step was two
+# thirds of its runs, deciding nothing (issue 20). A cluster quiet for a second still runs 0.1 s
+# after its first event. RayJobs and RayServices are woken by far fewer events and keep
+# every run (their job-end and Serve latencies are measured against KubeRay's 2-3 s polls).
+MIN_INTERVAL_S = 1.0
+
+
 # A status change that only moves counters, desired resources or endpoints is written at most
 # this often per cluster (KubeRay requeues every 2 s while a cluster changes); state, reason and
 # condition changes are written at once. At 1,000 clusters the executor's one QPS budget would
@@ -286,7 +294,8 @@ class ClusterReconcilerApp(ReconcilerApp):
             return self.reconciler.reconcile
 
         super().__init__(settings, controller=s.Controller.CLUSTER,
-                         primary_kind=s.Kind.RAYCLUSTER, kinds=KINDS, make_reconcile=make)
+                         primary_kind=s.Kind.RAYCLUSTER, kinds=KINDS, make_reconcile=make,
+                         min_interval_s=MIN_INTERVAL_S)
 
     async def prepare(self, ctx: ReconcilerContext) -> None:
         assert self.reconciler is not None and self.runtime is not None

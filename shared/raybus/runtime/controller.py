@@ -93,7 +93,8 @@ class _Pending:
 class ControllerRuntime:
     def __init__(self, nc: NATS, *, controller: s.Controller, replica_id: str, cache: ObjectCache,
                  primary_kind: s.Kind, reconcile: ReconcileFn, bus: BusSettings | None = None,
-                 workers: int = 8, resync_s: float = 300.0, debounce_s: float = 0.1) -> None:
+                 workers: int = 8, resync_s: float = 300.0, debounce_s: float = 0.1,
+                 min_interval_s: float = 0.0) -> None:
         self._nc = nc
         self.controller = controller
         self.replica_id = replica_id
@@ -104,7 +105,7 @@ class ControllerRuntime:
         self._workers = workers
         self._resync_s = resync_s
         self._debounce = debounce_s
-        self.queue: WorkQueue[ObjectKey, _Pending] = WorkQueue()
+        self.queue: WorkQueue[ObjectKey, _Pending] = WorkQueue(min_interval_s=min_interval_s)
         self._fetchers: dict[int, asyncio.Task[None]] = {}
         self._epochs: dict[int, int] = {}
         self._tasks: list[asyncio.Task[None]] = []

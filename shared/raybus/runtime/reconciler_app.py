@@ -81,8 +81,11 @@ class ReconcilerApp:
                  primary_kind: s.Kind, kinds: list[s.Kind],
                  make_reconcile: Callable[[ReconcilerContext], ReconcileFn],
                  bus: BusSettings | None = None, dashboard: bool = False,
-                 scopes: dict[s.Kind, str] | None = None) -> None:
+                 scopes: dict[s.Kind, str] | None = None, min_interval_s: float = 0.0) -> None:
         self.settings = settings
+        # The settings' value if given (--min-interval-s), else this controller's own default.
+        self._min_interval_s = (settings.min_interval_s if settings.min_interval_s is not None
+                                else min_interval_s)
         self._controller = controller
         self._primary = primary_kind
         self._kinds = kinds
@@ -118,7 +121,8 @@ class ReconcilerApp:
         self.runtime = ControllerRuntime(self._nc, controller=self._controller,
                                          replica_id=self.settings.replica_id, cache=cache,
                                          primary_kind=self._primary, reconcile=self._make(ctx),
-                                         bus=self._bus, debounce_s=self.settings.debounce_s)
+                                         bus=self._bus, debounce_s=self.settings.debounce_s,
+                                         min_interval_s=self._min_interval_s)
         self.outcomes.queue = self.runtime  # failed commands -> rate-limited retry
         self._export_kuberay_metrics(cache, self.runtime)
         await self.outcomes.start()

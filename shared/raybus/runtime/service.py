@@ -41,6 +41,9 @@ class CommonSettings(BaseModel):
     replica_id: str = ""
     partitions: int = 16
     debounce_s: float = 0.1  # reconcilers: how long a trigger waits for the events after it
+    # reconcilers: a key woken by events runs at most once per this many seconds (workqueue.py);
+    # None: the controller's default (the RayCluster controller 1 s, the others 0)
+    min_interval_s: float | None = None
     auth: BusAuth = BusAuth()  # NATS/Redis users, password files, CA (README "Security model")
     # Declare streams and KV buckets at start (a dev bus). A secured bus has `bus-admin` declare
     # them once; services then only wait for them (their users may not change a stream).
@@ -76,6 +79,11 @@ def common_parser(service: str) -> argparse.ArgumentParser:
     parser.add_argument("--partitions", type=int, default=int(_env("PARTITIONS", "16") or 16))
     parser.add_argument("--debounce-s", type=float, default=float(_env("DEBOUNCE_S", "0.1") or 0.1),
                         help="reconcilers: fold the events that follow a trigger within this delay")
+    interval = _env("MIN_INTERVAL_S", None)
+    parser.add_argument("--min-interval-s", type=float,
+                        default=float(interval) if interval else None,
+                        help="reconcilers: an object woken by events runs at most once per this "
+                             "many seconds (default: RayCluster 1, RayJob/RayService 0)")
     # Credentials by reference (files a Secret mounts), README "Security model".
     for name in ("NATS_USER", "NATS_PASSWORD_FILE", "NATS_CA_FILE", "REDIS_USER",
                  "REDIS_PASSWORD_FILE", "REDIS_CA_FILE"):
@@ -90,7 +98,7 @@ def common_settings(service: str, args: argparse.Namespace) -> CommonSettings:
     return CommonSettings(service=service, nats_url=args.nats_url, redis_url=args.redis_url,
                           kubeconfig=args.kubeconfig, metrics_port=args.metrics_port,
                           log_level=args.log_level, replica_id=replica, partitions=args.partitions,
-                          debounce_s=args.debounce_s,
+                          debounce_s=args.debounce_s, min_interval_s=args.min_interval_s,
                           auth=BusAuth(nats_user=args.nats_user, nats_password_file=args.nats_password_file,
                                        nats_ca_file=args.nats_ca_file, redis_user=args.redis_user,
                                        redis_password_file=args.redis_password_file,

@@ -109,3 +109,34 @@ async def test_dropping_a_partition_returns_tokens_waiting_in_a_debounce() -> No
     queue.add_soon("gone", 1, 10.0)
     queue.add_soon("kept", 2, 10.0)
     assert queue.drop(lambda k: k == "kept") == [1]
+
+
+async def test_a_busy_key_runs_at_most_once_per_min_interval_and_a_quiet_key_at_once() -> None:
+    queue: WorkQueue[str, int] = WorkQueue(min_interval_s=5.0)
+    queue.add_soon("busy", 1, 0.01)
+    assert await asyncio.wait_for(queue.get(), 2) == ("busy", [1])
+    queue.done("busy")
+    queue.add_soon("busy", 2, 0.01)  # an event right after its run: folded into a run 5 s later
+    queue.add_soon("quiet", 3, 0.01)  # never ran: only the debounce
+    assert await asyncio.wait_for(queue.get(), 2) == ("quiet", [3])
+    queue.done("quiet")
+    try:
+        got = await asyncio.wait_for(queue.get(), 0.5)
+    except TimeoutError:
+        got = None
+    assert got is None, "the busy key ran again within its min interval"
+    assert queue.drop(lambda k: False) == [2]  # its token still waits, to be acked by that run
+
+
+async def test_a_run_replaces_the_requeue_an_earlier_run_asked_for() -> None:
+    queue: WorkQueue[str, int] = WorkQueue()
+    queue.add_after("k", 0.2)  # an earlier run's RequeueAfter
+    queue.add("k", 1)  # an event before it fires: this run reads what the requeue waited for
+    assert await asyncio.wait_for(queue.get(), 2) == ("k", [1])
+    assert queue.waiting(lambda k: True) == []  # nothing left scheduled for it
+    queue.done("k")
+    try:
+        got = await asyncio.wait_for(queue.get(), 0.6)
+    except TimeoutError:
+        got = None
+    assert got is None, "the superseded requeue still ran"
