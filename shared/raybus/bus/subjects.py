@@ -134,8 +134,16 @@ def status_batch_id(reconcile_id: str) -> str:
 
 
 # --- outcomes: what the executor did (last value per object) ------------------------------------
-def outcome_subject(controller: Controller | str, namespace: str, name: str) -> str:
-    return f"{PREFIX}.outcome.{Controller(controller).value}.{token(namespace)}.{token(name)}"
+def outcome_subject(controller: Controller | str, namespace: str, name: str, *,
+                    status: bool = False) -> str:
+    """A status write's Outcome has its own subject: on the command batches' one, the Outcome of
+    the batch after it replaced it (last value per subject) before a consumer re-created after a
+    NATS node's loss read it, and that status stayed held back as in flight."""
+    base = f"{PREFIX}.outcome.{Controller(controller).value}.{token(namespace)}.{token(name)}"
+    return f"{base}.{STATUS_OUTCOME_TOKEN}" if status else base
+
+
+STATUS_OUTCOME_TOKEN = "status"
 
 
 def outcomes_filter(controller: Controller | str | None = None) -> str:

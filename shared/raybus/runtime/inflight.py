@@ -13,7 +13,13 @@ expectations (in Redis) already cover them.
   back, not queued behind it; when it settles, `on_ready(key)` asks for one more reconcile, which
   publishes the newest. So an object has at most one status write queued in the executor however
   many times its pods change meanwhile.
-`max_wait_s` caps the wait for an Outcome that never comes (an executor lost with its batch).
+`max_wait_s` caps the wait for an Outcome that never comes (an executor lost with its batch);
+`status_max_wait_s` the same for a status write, shorter: an Outcome can also be lost on the bus
+(RAYBUS_OUTCOMES keeps the last per object, so a command batch's Outcome published right after
+a status write's replaces it; an ordered consumer re-created after a NATS node's loss resumes
+after it and never sees the status one). Held for max_wait, that RayCluster's status stayed
+stale for 300 s (make test beside two hogs, test_nats_leader_killed_mid_convergence). A status
+is level state: sending the same one again costs at most one API write.
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ def _differs(old: Status | None, new: Status) -> bool:
 
 class InFlightWrites:
     def __init__(self, window_s: float = 10.0, max_wait_s: float = 300.0,
-                 clock: Callable[[], float] = time.monotonic,
+                 clock: Callable[[], float] = time.monotonic, *, status_max_wait_s: float = 30.0,
                  differs: Callable[[Status | None, Status], bool] = _differs) -> None:
         self._window = window_s
         self._max_wait = max_wait_s
+        self._status_max_wait = min(status_max_wait_s, max_wait_s)
         self._clock = clock
         self._differs = differs
         self._status: dict[ObjectKey, tuple[Status, str]] = {}
@@ -83,15 +90,15 @@ class InFlightWrites:
             self._settled.pop(batch_id, None)
             self._status_batches.pop(batch_id, None)
 
-    def _in_flight(self, batch_id: str) -> bool:
-        return batch_id not in self._settled and \
-            self._clock() - self._sent.get(batch_id, float("-inf")) <= self._max_wait
+    def _in_flight(self, batch_id: str, max_wait: float | None = None) -> bool:
+        return batch_id not in self._settled and self._clock() - self._sent.get(
+            batch_id, float("-inf")) <= (self._max_wait if max_wait is None else max_wait)
 
-    def _fresh(self, batch_id: str) -> bool:
+    def _fresh(self, batch_id: str, max_wait: float | None = None) -> bool:
         settled = self._settled.get(batch_id)
         if settled is not None:
             return self._clock() - settled <= self._window
-        return self._in_flight(batch_id)
+        return self._in_flight(batch_id, max_wait)
 
     def _mark(self, batch_id: str) -> None:
         self._sent.setdefault(batch_id, self._clock())
@@ -103,11 +110,11 @@ class InFlightWrites:
         if sent is None:
             return False
         previous, batch_id = sent
-        if self._in_flight(batch_id):
+        if self._in_flight(batch_id, self._status_max_wait):
             if self._differs(previous, status):
                 self._held.add(key)
             return True
-        return self._fresh(batch_id) and not self._differs(previous, status)
+        return self._fresh(batch_id, self._status_max_wait) and not self._differs(previous, status)
 
     def mark_status(self, key: ObjectKey, status: Status, *, batch_id: str, base_rv: str = "") -> None:
         self._mark(batch_id)
@@ -120,7 +127,7 @@ class InFlightWrites:
     def status_not_sent(self, key: ObjectKey, batch_id: str) -> None:
         """Undo `mark_status`: the publish of that status write failed (e.g. no JetStream leader
         during a NATS node's loss), so no Outcome will ever settle it; left marked, every later
-        reconcile would hold the same status back as in flight for max_wait (300 s)."""
+        reconcile would hold the same status back as in flight for status_max_wait."""
         sent = self._status.get(key)
         if sent is None or sent[1] != batch_id:
             return
@@ -144,13 +151,14 @@ class InFlightWrites:
 
     def status_expires_in(self, key: ObjectKey) -> float | None:
         """Seconds until `key`'s last status write stops holding back the same status (the window
-        after its Outcome, or max_wait while it has none): then an unseen one is sent again."""
+        after its Outcome, or status_max_wait while it has none): then an unseen one is sent
+        again."""
         sent = self._status.get(key)
         if sent is None:
             return None
         settled = self._settled.get(sent[1])
         start, span = (settled, self._window) if settled is not None else \
-            (self._sent.get(sent[1], self._clock()), self._max_wait)
+            (self._sent.get(sent[1], self._clock()), self._status_max_wait)
         return max(0.0, start + span - self._clock())
 
     def since_status(self, key: ObjectKey) -> float | None:

@@ -14,7 +14,7 @@ from nats.js import JetStreamContext
 from command_executor.app import CommandExecutorService, ExecutorSettings
 from raybus.adapters.kube import KubeClient, new_api_client, resource_for
 from raybus.bus import subjects as s
-from raybus.bus.envelopes import CommandBatch, ObjectKey, Outcome, Trigger
+from raybus.bus.envelopes import CommandBatch, ObjectKey, Outcome
 from raybus.bus.publish import publish_commands
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.commands import CreateObject, DeleteObject, ObjectRef, UpdateStatus
@@ -45,9 +45,13 @@ def batch(*commands: Any, reconcile_id: str | None = None, uid: str | None = Non
 
 async def outcome(js: JetStreamContext, reconcile_id: str) -> Outcome:
     async def get() -> Outcome | None:
-        raw = await last_msg(js, s.STREAM_OUTCOMES, s.outcome_subject("cluster", "default", "rc"))
-        out = Outcome.model_validate_json(raw.data) if raw is not None else None
-        return out if out is not None and out.reconcile_id == reconcile_id else None
+        for status in (False, True):  # a status write's Outcome has its own subject
+            raw = await last_msg(js, s.STREAM_OUTCOMES,
+                                 s.outcome_subject("cluster", "default", "rc", status=status))
+            out = Outcome.model_validate_json(raw.data) if raw is not None else None
+            if out is not None and out.reconcile_id == reconcile_id:
+                return out
+        return None
     return await until(get, what=f"outcome of {reconcile_id}")  # type: ignore[no-any-return]
 
 
@@ -284,6 +288,37 @@ async def test_status_written_over_the_version_it_was_computed_on(
         await publish_commands(js, b3)
         assert (await outcome(js, b3.reconcile_id)).results[0].ok
         assert (await kube.get(RAYCLUSTER, namespace="default", name="rc"))["status"] == {"state": "suspended"}
+    finally:
+        await service.stop()
+        await kube.close()
+        await nc.close()
+
+
+async def test_the_next_batchs_outcome_does_not_replace_a_status_writes(
+        nats_server: NatsServer, kubeconfig: Path) -> None:
+    """RAYBUS_OUTCOMES keeps the last Outcome per subject. A status write's and the next command
+    batch's shared one: a reconciler whose ordered consumer was re-created between the two (a
+    NATS node lost) never read the status write's, and held that RayCluster's status back as in
+    flight for 300 s (make test beside two hogs). Each keeps its own now."""
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    cluster = await kube.create(RAYCLUSTER, sample_raycluster("rc"), namespace="default")
+    service = await start_executor(nats_server.url, kubeconfig)
+    try:
+        ref = ObjectRef(api_version="ray.io/v1", kind="RayCluster", namespace="default", name="rc",
+                        uid=cluster["metadata"]["uid"])
+        status = batch(UpdateStatus(reason="r", target=ref, status={"state": "ready"},
+                                    resource_version=cluster["metadata"]["resourceVersion"]))
+        await publish_commands(js, status)
+        assert (await outcome(js, status.reconcile_id)).results[0].ok
+        create = batch(CreateObject(reason="r", object=worker_pod("rc-w-outcomes")))
+        await publish_commands(js, create)
+        assert (await outcome(js, create.reconcile_id)).results[0].ok
+        kept = await last_msg(js, s.STREAM_OUTCOMES,
+                              s.outcome_subject("cluster", "default", "rc", status=True))
+        assert kept is not None and Outcome.model_validate_json(kept.data).reconcile_id == status.reconcile_id
     finally:
         await service.stop()
         await kube.close()

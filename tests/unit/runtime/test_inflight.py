@@ -4,9 +4,9 @@ again when that settles; pods are never filtered (scale expectations cover them)
 
 from __future__ import annotations
 
-from raybus.runtime.inflight import InFlightWrites
 from raybus.bus.envelopes import ObjectKey
 from raybus.decisions.commands import CreateObject
+from raybus.runtime.inflight import InFlightWrites
 
 KEY = ObjectKey(namespace="ns", name="rc")
 
@@ -32,7 +32,8 @@ def _differs(old: dict[str, object] | None, new: dict[str, object]) -> bool:
 def test_status_resent_only_when_changed_or_window_after_outcome_passed() -> None:
     clock = Clock()
     ready: list[ObjectKey] = []
-    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock, differs=_differs)
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock, differs=_differs,
+                              status_max_wait_s=100)
     inflight.on_ready = ready.append
     status = {"state": "ready", "readyWorkerReplicas": 1, "lastUpdateTime": "a"}
     assert not inflight.status_pending(KEY, status)
@@ -174,14 +175,37 @@ def test_a_failed_status_write_asks_for_a_reconcile_that_resends_after_the_windo
 
 def test_when_a_status_write_stops_holding_the_same_status_back() -> None:
     clock = Clock()
-    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock)
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock, status_max_wait_s=40)
     assert inflight.status_expires_in(KEY) is None and inflight.since_status(KEY) is None
     inflight.mark_status(KEY, {"state": "ready"}, batch_id="b1")
     clock.now = 30
     assert inflight.since_status(KEY) == 30
-    assert inflight.status_expires_in(KEY) == 70  # in flight: max_wait from when it was sent
+    assert inflight.status_expires_in(KEY) == 10  # in flight: status_max_wait from when it was sent
     inflight.settle("b1")
     clock.now = 34
     assert inflight.status_expires_in(KEY) == 6  # settled at 30: the window after the Outcome
     clock.now = 50
     assert inflight.status_expires_in(KEY) == 0.0
+
+
+def test_a_status_whose_outcome_never_comes_is_sent_again_long_before_a_lost_create() -> None:
+    """An Outcome lost on the bus (RAYBUS_OUTCOMES keeps the last per object: a command batch's
+    Outcome right after it replaces the status write's) holds that status back for
+    status_max_wait only; a named create in flight still waits max_wait (a second create would
+    be a 409, an extra API write per cluster at 1,000 clusters)."""
+    clock = Clock()
+    inflight = InFlightWrites(window_s=10, max_wait_s=300, clock=clock, differs=_differs)
+    status = {"state": "ready", "readyWorkerReplicas": 1}
+    inflight.mark_status(KEY, status, batch_id="s1")
+    create = [CreateObject(reason="head svc", object={"kind": "Service", "metadata": {
+        "namespace": "ns", "name": "c-head-svc"}})]
+    assert inflight.drop_pending_creates(KEY, create, batch_id="c1") == create
+    clock.now = 29
+    assert inflight.status_pending(KEY, status)
+    assert inflight.status_pending(KEY, {**status, "readyWorkerReplicas": 2})  # held behind it
+    clock.now = 31  # no Outcome in 30 s: the newest status goes out
+    assert not inflight.status_pending(KEY, {**status, "readyWorkerReplicas": 2})
+    assert inflight.status_expires_in(KEY) == 0.0
+    assert inflight.drop_pending_creates(KEY, create, batch_id="c2") == []  # still in flight
+    clock.now = 301
+    assert inflight.drop_pending_creates(KEY, create, batch_id="c3") == create
