@@ -164,8 +164,12 @@ class ClusterReconciler:
         )
         decision = reconcile_cluster(snapshot, settings=self._operator, now=datetime.now(UTC),
                                      entropy=secrets.token_hex(8))
-        commands = self._inflight.drop_pending_creates(key, list(decision.commands),
-                                                       batch_id=batch_id)
+        # Named creates already in flight are dropped only right before the publish (below):
+        # marked earlier, a round that then failed (Redis closed the connection while saving the
+        # expectations) or returned early left them "in flight" under a batch never published,
+        # and every later round skipped them for 300 s: a RayService's pending cluster got no
+        # head Service and no autoscaler ServiceAccount, so its head Pod was refused (403).
+        commands = list(decision.commands)
         if any(isinstance(c, CreateObject) for c in commands) and not await cache.is_latest(
                 s.Kind.RAYCLUSTER, key.namespace, key.name, raw_seq):
             # A create decided on a RayCluster the bus already has a newer copy of (e.g. its
@@ -210,6 +214,7 @@ class ClusterReconciler:
             log.debug(reason, extra={"key": str(key)})
         if decision.error is not None:
             log.info("reconcile error", extra={"key": str(key), "error": decision.error})
+        commands = self._inflight.drop_pending_creates(key, commands, batch_id=batch_id)
         if commands:
             try:
                 await self._ctx.publish(key=key, kind=s.Kind.RAYCLUSTER, commands=commands,
@@ -217,8 +222,9 @@ class ClusterReconciler:
                                         resource_version=cluster.metadata.resource_version,
                                         batch_id=batch_id)
             except Exception:
-                # Not (surely) published: the retry (rate limited) must send the status again.
+                # Not (surely) published: the retry (rate limited) must send them again.
                 self._inflight.status_not_sent(key, s.status_batch_id(batch_id))
+                self._inflight.creates_not_sent(key, batch_id)
                 raise
         published = any(not isinstance(c, UpdateStatus) for c in commands)
         return Result(requeue_after=requeue, error=decision.error is not None, published=published,

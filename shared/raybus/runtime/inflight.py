@@ -137,6 +137,14 @@ class InFlightWrites:
         self._sent.pop(batch_id, None)
         self._held.discard(key)
 
+    def creates_not_sent(self, key: ObjectKey, batch_id: str) -> None:
+        """Undo `drop_pending_creates`' marks: that batch's publish failed, so no Outcome will
+        settle its creates; left marked, every later round would skip them for max_wait."""
+        sent = self._creates.get(key) or {}
+        for target in [t for t, b in sent.items() if b == batch_id]:
+            del sent[target]
+        self._sent.pop(batch_id, None)
+
     def last_status(self, key: ObjectKey) -> Status | None:
         sent = self._status.get(key)
         return sent[0] if sent is not None else None

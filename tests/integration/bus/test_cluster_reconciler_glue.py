@@ -124,3 +124,33 @@ async def test_expectations_are_saved_before_publishing_and_an_unpublished_batch
         assert len(published) == 1
     finally:
         await app.stop()
+
+
+async def test_a_round_that_fails_before_publishing_leaves_no_create_in_flight(
+        nats_server: NatsServer, redis_server: RedisServer) -> None:
+    """Redis closed the connection while a round saved its expectations (after the Redis restart
+    test): its named creates (the head Service, ...) had been marked in flight under a batch that
+    was never published, and every later round skipped them for 300 s (a RayService's pending
+    cluster on the real API server got no head Service and its head Pod was refused)."""
+    app = await _app(nats_server, redis_server, None)
+    assert app.context is not None and app.reconciler is not None
+    ctx = app.context
+    ctx.cache.apply(ObjectEvent(key=KEY, kind="raycluster", type="ADDED", resource_version="7",
+                                object=_cluster()))
+    real_save = ctx.store.save
+
+    async def connection_closed(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("Connection closed by server.")
+
+    try:
+        ctx.store.save = connection_closed  # type: ignore[method-assign]
+        with pytest.raises(ConnectionError):
+            await app.reconciler.reconcile(KEY)
+        ctx.store.save = real_save  # type: ignore[method-assign]
+        await app.reconciler.reconcile(KEY)
+        creates = [c for b in await _batches(nats_server) for c in b.commands if c.op == "create"]
+        kinds = sorted(str(getattr(c, "object", {}).get("kind")) for c in creates)
+        assert "Service" in kinds, kinds  # the head Service, decided again and sent
+        assert "Pod" in kinds, kinds
+    finally:
+        await app.stop()
