@@ -111,6 +111,15 @@ async def test_dropping_a_partition_returns_tokens_waiting_in_a_debounce() -> No
     assert queue.drop(lambda k: k == "kept") == [1]
 
 
+async def _next_within(queue: WorkQueue[str, int], seconds: float) -> tuple[str, list[int]] | None:
+    """The next runnable key if one comes within `seconds` (a bound on absence, far below the
+    intervals under test), else None."""
+    try:
+        return await asyncio.wait_for(queue.get(), seconds)
+    except TimeoutError:
+        return None
+
+
 async def test_a_busy_key_runs_at_most_once_per_min_interval_and_a_quiet_key_at_once() -> None:
     queue: WorkQueue[str, int] = WorkQueue(min_interval_s=5.0)
     queue.add_soon("busy", 1, 0.01)
@@ -120,11 +129,7 @@ async def test_a_busy_key_runs_at_most_once_per_min_interval_and_a_quiet_key_at_
     queue.add_soon("quiet", 3, 0.01)  # never ran: only the debounce
     assert await asyncio.wait_for(queue.get(), 2) == ("quiet", [3])
     queue.done("quiet")
-    try:
-        got = await asyncio.wait_for(queue.get(), 0.5)
-    except TimeoutError:
-        got = None
-    assert got is None, "the busy key ran again within its min interval"
+    assert await _next_within(queue, 0.5) is None, "the busy key ran again within its min interval"
     assert queue.drop(lambda k: False) == [2]  # its token still waits, to be acked by that run
 
 
@@ -135,8 +140,4 @@ async def test_a_run_replaces_the_requeue_an_earlier_run_asked_for() -> None:
     assert await asyncio.wait_for(queue.get(), 2) == ("k", [1])
     assert queue.waiting(lambda k: True) == []  # nothing left scheduled for it
     queue.done("k")
-    try:
-        got = await asyncio.wait_for(queue.get(), 0.6)
-    except TimeoutError:
-        got = None
-    assert got is None, "the superseded requeue still ran"
+    assert await _next_within(queue, 0.6) is None, "the superseded requeue still ran"
