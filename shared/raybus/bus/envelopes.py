@@ -98,6 +98,11 @@ class Outcome(Envelope):
     results: list[CommandResult]
     finished_at: datetime
 
+    @property
+    def is_status(self) -> bool:
+        """The Outcome of a status write (its own subject, its own in-flight memo)."""
+        return bool(self.results) and all(r.op == "update_status" for r in self.results)
+
 
 class DashboardObservation(Envelope):
     """What one Ray cluster's dashboard answered, published by the dashboard-poller only when it

@@ -64,9 +64,8 @@ async def publish_status(js: JetStreamContext, batch: CommandBatch) -> None:
 
 
 async def publish_outcome(js: JetStreamContext, outcome: Outcome) -> None:
-    status = bool(outcome.results) and all(r.op == "update_status" for r in outcome.results)
     await js.publish(s.outcome_subject(outcome.controller, outcome.key.namespace, outcome.key.name,
-                                       status=status),
+                                       status=outcome.is_status),
                      encode(outcome), headers=publish_headers(msg_id=f"out-{outcome.reconcile_id}"))
 
 

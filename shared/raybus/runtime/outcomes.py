@@ -37,7 +37,7 @@ class QueueHooks(Protocol):
 
 
 def is_status_outcome(outcome: Outcome) -> bool:
-    return bool(outcome.results) and all(r.op == "update_status" for r in outcome.results)
+    return outcome.is_status
 
 
 def real_failures(results: list[CommandResult]) -> list[CommandResult]:
