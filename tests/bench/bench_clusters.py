@@ -65,18 +65,48 @@ async def _count_pods(kube: KubeClient, namespace: str, target: int, t0: float) 
     return time.perf_counter() - t0
 
 
-async def _all_ready(kube: KubeClient, namespace: str, target: int, t0: float) -> float:
+def status_change(old: dict[str, Any] | None, new: dict[str, Any] | None) -> str:
+    """What one RayCluster status write changed, as a label: the top-level fields, with a
+    condition's type=status/reason and a head field by name ("conditions[HeadPodReady=True/...]")."""
+    old, new = old or {}, new or {}
+    parts = []
+    for field in sorted(set(old) | set(new)):
+        if old.get(field) == new.get(field):
+            continue
+        if field == "conditions":
+            before = {c.get("type"): c for c in old.get(field) or []}
+            for c in new.get(field) or []:
+                was = before.get(c.get("type")) or {}
+                if (was.get("status"), was.get("reason")) != (c.get("status"), c.get("reason")):
+                    parts.append(f"{c.get('type')}={c.get('status')}/{c.get('reason')}")
+                elif was.get("message") != c.get("message"):
+                    parts.append(f"{c.get('type')}.message")
+        elif field == "head":
+            parts += [f"head.{k}" for k in sorted(set(old.get(field) or {}) | set(new.get(field) or {}))
+                      if (old.get(field) or {}).get(k) != (new.get(field) or {}).get(k)]
+        elif field not in ("lastUpdateTime",):
+            parts.append(field)
+    return ",".join(parts) or "(only " + ",".join(sorted(f for f in set(old) | set(new) if old.get(f) != new.get(f))) + ")"
+
+
+async def _all_ready(kube: KubeClient, namespace: str, target: int, t0: float,
+                     changes: Counter[str] | None = None) -> float:
     """Seconds from t0 until `target` RayClusters say state=ready: one list, then a watch. (Listing
     every RayCluster every 0.2 s cost the API server more CPU than raybus at 100 clusters, on the
-    same two cores as the processes being measured.)"""
+    same two cores as the processes being measured.) `changes` counts the status writes seen, by
+    what they changed (status_change)."""
     items, rv = await kube.list_all(RC, namespace=namespace)
     ready = {i["metadata"]["name"] for i in items if (i.get("status") or {}).get("state") == "ready"}
+    last = {i["metadata"]["name"]: i.get("status") for i in items}
     while len(ready) < target:
         async for ev in kube.watch(RC, resource_version=rv, namespace=namespace, timeout_s=120):
             rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
             if ev.type == "BOOKMARK":
                 continue
             name = ev.object["metadata"]["name"]
+            if changes is not None and ev.object.get("status") != last.get(name):
+                changes[status_change(last.get(name), ev.object.get("status"))] += 1
+                last[name] = ev.object.get("status")
             if ev.type != "DELETED" and (ev.object.get("status") or {}).get("state") == "ready":
                 ready.add(name)
             else:
@@ -84,6 +114,24 @@ async def _all_ready(kube: KubeClient, namespace: str, target: int, t0: float) -
             if len(ready) >= target:
                 break
     return time.perf_counter() - t0
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+async def _pods_ready(kube: KubeClient, namespace: str, target: int) -> None:
+    """Return once `target` pods of the namespace are Ready (one list, then a watch)."""
+    items, rv = await kube.list_all(POD, namespace=namespace)
+    ready = {p["metadata"]["name"] for p in items if _ready(p)}
+    while len(ready) < target:
+        async for ev in kube.watch(POD, resource_version=rv, namespace=namespace, timeout_s=120):
+            rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
+            if ev.type != "BOOKMARK" and _ready(ev.object):
+                ready.add(ev.object["metadata"]["name"])
+            if len(ready) >= target:
+                break
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -114,11 +162,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     await asyncio.to_thread(stack.start)  # start() runs its own event loop (declare_bus)
     try:
         kube = KubeClient(await new_api_client(str(stack.kubeconfig)))
+        floor_start = time.perf_counter()
         for ns in ("floor", "bench"):
             await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace",
                                           "metadata": {"name": ns}}, namespace=None)
         total = args.clusters * (args.workers + 1)
         floor_s = await floor(kube, total, args.concurrency)
+        # The simulated kubelet walks the floor's Pods to Ready too: done before raybus starts,
+        # or that work (about a third of the simulator's) would compete with raybus's run.
+        await _pods_ready(kube, "floor", total)
+        floor_ready_s = time.perf_counter() - floor_start
 
         assert stack.nats is not None and stack.redis is not None
         nc = await nats.connect(**stack.nats.options())
@@ -148,7 +201,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                for i in range(args.clusters)))
         pods_s = await counter
 
-        ready_s = await _all_ready(kube, "bench", args.clusters, t0)
+        status_changes: Counter[str] = Counter()
+        ready_s = await _all_ready(kube, "bench", args.clusters, t0, status_changes)
         cpu = {n: _cpu_seconds(pid) - cpu_before[n] for n, pid in pids.items()}
         if profiler is not None:
             profiler.stop()
@@ -164,7 +218,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"clusters={args.clusters} workers/cluster={args.workers} pods={total} "
               f"reconciler replicas={args.replicas} executor qps/burst={args.qps:g}/{args.burst}")
         print(f"floor: {total} pod creates, one kubernetes-asyncio client "
-              f"(concurrency {args.concurrency}): {floor_s:.2f} s ({total / floor_s:.0f} creates/s)")
+              f"(concurrency {args.concurrency}): {floor_s:.2f} s ({total / floor_s:.0f} creates/s); "
+              f"all Ready after {floor_ready_s:.2f} s (the simulator's pace, no limiter, no raybus)")
         print(f"raybus: all {total} pods exist after {pods_s:.2f} s; all clusters ready after {ready_s:.2f} s")
         print(f"ratio (raybus pods-exist time / floor) = {pods_s / floor_s:.2f}x")
         # With a client-side limiter no client can beat (creates - burst) / qps: the pods plus
@@ -185,6 +240,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
               f"({', '.join(f'{k}={v / args.clusters:.2f}' for k, v in sorted(ops.items()))}); "
               f"failed={failed}")
         print(f"results by op:code = {dict(sorted(codes.items()))}")
+        print("status writes seen until all ready, per cluster, by what they changed:")
+        for label, n in status_changes.most_common(12):
+            print(f"  {n / args.clusters:5.2f}  {label}")
         print("CPU seconds from apply to all-ready: " + ", ".join(
             f"{n}={v:.2f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1])))
         print("CPU-ms per pod by process: " + ", ".join(
