@@ -32,7 +32,7 @@ from raybus.decisions.cluster.reconcile import (
     reconcile_cluster,
 )
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.decisions.cluster.status import inconsistent_status
+from raybus.decisions.cluster.status import differs_beyond_transition_times
 from raybus.decisions.commands import CreateObject, ObjectRef, RecordEvent, UpdateStatus
 from raybus.runtime.cache import union_by_name
 from raybus.runtime.controller import ReconcileFn, Result
@@ -51,7 +51,7 @@ class ClusterReconciler:
     def __init__(self, ctx: ReconcilerContext, operator: OperatorSettings) -> None:
         self._ctx = ctx
         self._operator = operator
-        self._inflight = InFlightWrites(differs=inconsistent_status)
+        self._inflight = InFlightWrites(differs=differs_beyond_transition_times)
         self._memo: dict[ObjectKey, tuple[int, str, ScaleExpectations]] = {}
         self._parsed: dict[ObjectKey, tuple[dict[str, Any], RayCluster]] = {}
         self._epoch: Callable[[ObjectKey], int] = lambda key: -1  # bound by the app
@@ -197,7 +197,7 @@ class ClusterReconciler:
                                    self._inflight.status_expires_in(key))
         if decision.status is not None:
             previous = self._inflight.last_status(key) or (raw.get("status") or {})
-            wait = self._inflight.status_wait(key, urgent=_significant(previous, decision.status),
+            wait = self._inflight.status_wait(key, urgent=significant(previous, decision.status),
                                               interval_s=STATUS_INTERVAL_S)
             if wait > 0:  # only counters/resources changed: fold into the next write
                 decision = decision.model_copy(update={"status": None})
@@ -259,11 +259,16 @@ DELETED_EXPECTATIONS_TTL_S = 3600
 MIN_INTERVAL_S = 1.0
 
 
-# A status change that only moves counters, desired resources or endpoints is written at most
-# this often per cluster (KubeRay requeues every 2 s while a cluster changes); state, reason and
-# condition changes are written at once. At 1,000 clusters the executor's one QPS budget would
-# otherwise go to a write per Pod turning ready.
-STATUS_INTERVAL_S = 2.0
+# A status change that moves no state and flips no condition (counters, desired resources,
+# endpoints, the head's name and IPs, a condition's reason while its status stays) is written at
+# most once per STATUS_INTERVAL_S per cluster; state, failure reason, observedGeneration and a
+# condition's status are written at once (`significant`). KubeRay writes each change in the
+# reconcile that sees it; its reconciles see some of a head Pod's steps and miss others. Written
+# at once, a head Pod's steps (named, ContainerCreating, ContainersNotReady, IPs) and the worker
+# counters were five of a RayCluster's 7-9 writes, each one an executor token of KubeRay's
+# 100 QPS and a RayCluster event every reconciler decodes (issue 20). 2 s (KubeRay's requeue
+# while a cluster changes) folded too few of them under load: the steps came 2-5 s apart.
+STATUS_INTERVAL_S = 5.0
 
 
 def _after_write(unchanged: float | None, since_status: float | None,
@@ -281,13 +286,14 @@ def _after_write(unchanged: float | None, since_status: float | None,
     return left if unchanged is None else min(unchanged, left)
 
 
-def _significant(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """State, reason, head or condition (type/status/reason) changed: write it now."""
-    def conditions(status: dict[str, Any]) -> set[tuple[str, str, str]]:
-        return {(str(c.get("type")), str(c.get("status")), str(c.get("reason")))
-                for c in status.get("conditions") or []}
+def significant(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """State, failure reason, observedGeneration or a condition's status changed: write it now.
+    (What `kubectl wait --for=condition=...`, `.status.state` and the RayJob and RayService
+    controllers act on; the rest may wait for STATUS_INTERVAL_S.)"""
+    def conditions(status: dict[str, Any]) -> set[tuple[str, str]]:
+        return {(str(c.get("type")), str(c.get("status"))) for c in status.get("conditions") or []}
     return (old.get("state") != new.get("state") or old.get("reason") != new.get("reason")
-            or old.get("head") != new.get("head") or conditions(old) != conditions(new)
+            or conditions(old) != conditions(new)
             or old.get("observedGeneration") != new.get("observedGeneration"))
 
 

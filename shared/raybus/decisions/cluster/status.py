@@ -370,7 +370,7 @@ def _suspend_and_provisioned(
         )
 
 
-def _norm(status: Mapping[str, Any] | None) -> dict[str, Any]:
+def _norm(status: Mapping[str, Any] | None, *, transition_times: bool = True) -> dict[str, Any]:
     status = status or {}
     out: dict[str, Any] = {key: int(status.get(key) or 0) for key in _INT_FIELDS}
     out["state"] = status.get("state") or ""
@@ -378,7 +378,8 @@ def _norm(status: Mapping[str, Any] | None) -> dict[str, Any]:
     out["endpoints"] = dict(status.get("endpoints") or {})
     out["head"] = {k: v for k, v in (status.get("head") or {}).items() if v}
     out["conditions"] = [
-        {k: v for k, v in c.items() if v not in (None, "") or k == "message"}
+        {k: v for k, v in c.items() if (v not in (None, "") or k == "message")
+         and (transition_times or k != "lastTransitionTime")}
         for c in status.get("conditions") or []
     ]
     for cond in out["conditions"]:
@@ -390,3 +391,12 @@ def inconsistent_status(old: Mapping[str, Any] | None, new: Mapping[str, Any] | 
     """utils.InconsistentRayClusterStatus: ignores lastUpdateTime, observedGeneration, desired* and
     stateTransitionTimes; compares state, reason, replica counts, endpoints, head and conditions."""
     return _norm(old) != _norm(new)
+
+
+def differs_beyond_transition_times(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """inconsistent_status without the conditions' lastTransitionTime: what a status just written
+    is compared with. A round that runs before the cache shows that write computes the same
+    transition again, stamped later; it is the same status (KubeRay's write of it would be refused
+    with a 409 Conflict, its update carrying the cached resourceVersion), and writing it would
+    only move the transition time later."""
+    return _norm(old, transition_times=False) != _norm(new, transition_times=False)

@@ -19,6 +19,7 @@ from raybus.decisions.cluster.reconcile import (
 from raybus.decisions.cluster.status import (
     StatusError,
     calculate_status,
+    differs_beyond_transition_times,
     head_pod_ready_condition,
     inconsistent_status,
     set_condition,
@@ -306,3 +307,20 @@ def test_desired_resources_follow_the_spec_of_the_same_cluster() -> None:
                                 reconcile_error=None, settings=SETTINGS, now=T0)
     first, second = again(), again()
     assert first["desiredMemory"] == second["desiredMemory"] == small["desiredMemory"]
+
+
+def test_a_transition_computed_again_from_a_stale_cache_is_the_same_status() -> None:
+    """Two rounds on the same cached RayCluster (the first one's status write not in the cache
+    yet) stamp the same transitions with their own times: KubeRay's comparison sees a change, the
+    in-flight memo's must not (writing it again would only move lastTransitionTime later)."""
+    snap = ClusterSnapshot(cluster=make_cluster(groups=[]), pods=[HEAD], services=[head_service()])
+    first = reconcile_cluster(snap, settings=SETTINGS, now=T0, entropy="e").status
+    again = reconcile_cluster(snap, settings=SETTINGS, now=later(3), entropy="e").status
+    assert first is not None and again is not None
+    assert inconsistent_status(first, again)
+    assert not differs_beyond_transition_times(first, again)
+    flipped = {**again, "conditions": [{**c, "status": "True" if c["status"] == "False" else "False"}
+                                       for c in again["conditions"]]}
+    assert differs_beyond_transition_times(first, flipped)
+    assert differs_beyond_transition_times(first, {**again, "readyWorkerReplicas": 3})
+
