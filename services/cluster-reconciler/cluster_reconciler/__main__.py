@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from cluster_reconciler.app import create_app
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.runtime.service import common_parser, common_settings, run_service
+from raybus.runtime.service import common_parser, common_settings, serve
 
 SERVICE = "cluster-reconciler"
 
@@ -24,7 +23,7 @@ def main() -> None:
     # so do we, once, here at the edge, and pass them into pure decision code.
     operator = OperatorSettings.from_env(os.environ, feature_gates=args.feature_gates,
                                          batch_scheduler=args.batch_scheduler)
-    asyncio.run(run_service(settings, create_app(settings, operator), needs=("nats", "redis")))
+    serve(settings, create_app(settings, operator), needs=("nats", "redis"))
 
 
 if __name__ == "__main__":

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from command_executor.app import SERVICE, ExecutorSettings, create_app
-from raybus.runtime.service import common_parser, common_settings, run_service
+from raybus.runtime.service import common_parser, common_settings, serve
 
 
 def main() -> None:
@@ -22,7 +21,7 @@ def main() -> None:
     settings = ExecutorSettings(**{**common.model_dump(), "kube_qps": args.kube_api_qps,
                                    "kube_burst": args.kube_api_burst, "concurrency": args.concurrency,
                                    "admission_wait_s": args.admission_wait_s})
-    asyncio.run(run_service(settings, create_app(settings), needs=("nats", "kube")))
+    serve(settings, create_app(settings), needs=("nats", "kube"))
 
 
 if __name__ == "__main__":

@@ -7,12 +7,11 @@ RAYBUS_DASHBOARD_URL_TEMPLATE, --proxy-url-template / RAYBUS_PROXY_URL_TEMPLATE)
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from dashboard_poller.app import create_app
 from dashboard_poller.settings import SERVICE, PollerSettings
-from raybus.runtime.service import CommonSettings, common_parser, common_settings, run_service
+from raybus.runtime.service import CommonSettings, common_parser, common_settings, serve
 
 
 def main() -> None:
@@ -27,7 +26,7 @@ def main() -> None:
     args = parser.parse_args()
     common = common_settings(SERVICE, args)
     settings = PollerSettings(**{**common.model_dump(), **{n: getattr(args, n) for n in own}})
-    asyncio.run(run_service(settings, create_app(settings)))
+    serve(settings, create_app(settings))
 
 
 if __name__ == "__main__":

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from job_reconciler.app import create_app
 from raybus.decisions.job.settings import JobSettings
-from raybus.runtime.service import common_parser, common_settings, run_service
+from raybus.runtime.service import common_parser, common_settings, serve
 
 SERVICE = "job-reconciler"
 
@@ -22,7 +21,7 @@ def main() -> None:
     # RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS, DELETE_RAYJOB_CR_AFTER_JOB_FINISHES, ...) from the operator's
     # environment with os.Getenv; we read them once, here at the edge, and pass them into pure code.
     job_settings = JobSettings.from_env(os.environ, feature_gates=args.feature_gates)
-    asyncio.run(run_service(settings, create_app(settings, job_settings), needs=("nats", "redis")))
+    serve(settings, create_app(settings, job_settings), needs=("nats", "redis"))
 
 
 if __name__ == "__main__":

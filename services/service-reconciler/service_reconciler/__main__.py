@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from raybus.decisions.service.model import ServiceSettings
-from raybus.runtime.service import common_parser, common_settings, run_service
+from raybus.runtime.service import common_parser, common_settings, serve
 from service_reconciler.app import create_app
 
 SERVICE = "service-reconciler"
@@ -21,7 +20,7 @@ def main() -> None:
     # KubeRay's knobs (ENABLE_ZERO_DOWNTIME, ...) come from the operator's environment: read once,
     # here at the edge, and passed into the pure decision code.
     service_settings = ServiceSettings.from_env(os.environ, feature_gates=args.feature_gates)
-    asyncio.run(run_service(settings, create_app(settings, service_settings), needs=("nats", "redis")))
+    serve(settings, create_app(settings, service_settings), needs=("nats", "redis"))
 
 
 if __name__ == "__main__":

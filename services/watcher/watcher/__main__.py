@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
-from raybus.runtime.service import common_parser, common_settings, run_service
+from raybus.runtime.service import common_parser, common_settings, serve
 from watcher.app import SERVICE, WatcherSettings, create_app
 
 
@@ -32,7 +31,7 @@ def main() -> None:
                                   "kube_qps": args.kube_api_qps, "kube_burst": args.kube_api_burst,
                                   "batch_scheduler": args.batch_scheduler, "discovery_s": args.discovery_s,
                                   "publish_window": args.publish_window})
-    asyncio.run(run_service(settings, create_app(settings), needs=("nats", "kube")))
+    serve(settings, create_app(settings), needs=("nats", "kube"))
 
 
 if __name__ == "__main__":
