@@ -45,6 +45,7 @@ from watcher.routing import (
     cluster_owner,
     meta,
     msg_id,
+    only_cluster_decisions_read,
     pod_update_matters,
     routes,
     sanitize,
@@ -93,6 +94,7 @@ class Watcher:
         # Slices seen before their Service, replayed when the Service becomes known.
         self._orphan_slices: dict[tuple[str, str], dict[str, Json]] = defaultdict(dict)
         self.published = 0
+        self.unpublished = 0  # worker Pod updates no bus reader reads (not published)
         # Trigger publishes still waiting for their JetStream acks (see _publish).
         self._triggering: set[asyncio.Task[None]] = set()
         # (target, kind, scope) -> None: a trigger is in flight; _Waiting: and a newer change
@@ -259,6 +261,12 @@ class Watcher:
             targets = tuple(r for r in targets if not (r.kind is kind and r.namespace == m.get("namespace")
                                                        and r.name == m.get("name")))
         if etype == "MODIFIED" and not pod_update_matters(kind, old, obj):
+            if only_cluster_decisions_read(kind, obj):
+                # Not published at all: the bus keeps the version before it, equal in all its
+                # readers read (routing.only_cluster_decisions_read), and the informer keeps this
+                # one as the next update's `old`, so the next change is measured from here.
+                self.unpublished += 1
+                return True
             targets = tuple(r for r in targets if r.controller is not s.Controller.CLUSTER)
         await self._publish(kind, etype, obj, targets=targets, old=old)
         if kind is s.Kind.SERVICE:

@@ -239,6 +239,18 @@ def pod_update_matters(kind: s.Kind, old: Mapping[str, Any] | None, new: Mapping
     return bool(decision_view(old) != decision_view(new))
 
 
+def only_cluster_decisions_read(kind: s.Kind, obj: Mapping[str, Any]) -> bool:
+    """Whether the RayCluster decisions are the only bus reader of this object: a worker Pod.
+    The RayJob and RayService reconcilers follow head Pods alone (their snapshots filter on
+    podutil.is_head), and Pods are never written back from the cache. So a worker Pod update
+    that changes nothing of its decision_view (pod_update_matters) is not published at all:
+    a third of a worker's updates (the scheduler's binding, the kubelet's hostIP/startTime/
+    podIP), each one a publish, an ack and a decode in every reconciler following Pods, for a
+    version nobody reads differently (issue 20). The bus then holds a worker Pod as of its
+    last change a decision reads; the next published version carries everything."""
+    return kind is s.Kind.POD and (meta(obj).get("labels") or {}).get(NODE_TYPE_LABEL) == "worker"
+
+
 _OWNER_SCOPES = {s.Controller.JOB: "rayjob", s.Controller.SERVICE: "rayservice"}
 
 

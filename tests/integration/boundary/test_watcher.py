@@ -108,7 +108,8 @@ async def test_labelled_pod_triggers_its_cluster_and_unrelated_pods_are_ignored(
 @contextlib.asynccontextmanager
 async def _watching_triggers(nats_server: NatsServer, kubeconfig: Path,
                              cluster: str) -> AsyncIterator[tuple[Any, KubeClient, list[Trigger]]]:
-    """A watcher on the local API server, and every cluster-controller trigger for `cluster`."""
+    """A watcher on the local API server, and every cluster-controller trigger for `cluster`:
+    yields (the NATS connection, a kube client, the triggers sent so far)."""
     nc = await nats.connect(nats_server.url)
     kube = KubeClient(await new_api_client(str(kubeconfig)))
     watcher = await start_watcher(nats_server.url, kubeconfig)
@@ -120,7 +121,7 @@ async def _watching_triggers(nats_server: NatsServer, kubeconfig: Path,
     sub = await nc.subscribe(s.trigger_subject(s.Controller.CLUSTER, namespace="default", name=cluster),
                              cb=on_trigger)
     try:
-        yield nc.jetstream(), kube, sent
+        yield nc, kube, sent
     finally:
         await sub.unsubscribe()
         await watcher.stop()
@@ -128,26 +129,52 @@ async def _watching_triggers(nats_server: NatsServer, kubeconfig: Path,
         await nc.close()
 
 
-async def test_pod_updates_no_cluster_decision_reads_are_published_without_waking_the_cluster(
+async def test_worker_pod_updates_no_decision_reads_are_not_published_and_wake_nothing(
         nats_server: NatsServer, kubeconfig: Path) -> None:
-    """The kubelet's bookkeeping (hostIP, startTime) reaches the stream, but wakes no RayCluster
-    (routing.pod_update_matters); the phase change after it does, with its own sequence."""
-    async with _watching_triggers(nats_server, kubeconfig, "quiet") as (js, kube, sent):
+    """The kubelet's bookkeeping (hostIP, startTime) of a worker Pod is not published
+    (routing.only_cluster_decisions_read) and wakes no RayCluster (routing.pod_update_matters); the
+    phase change after it is published with everything, bookkeeping included, and wakes it. A head
+    Pod's bookkeeping is published: the RayJob and RayService reconcilers read head Pods."""
+    async with _watching_triggers(nats_server, kubeconfig, "quiet") as (nc, kube, sent):
+        js = nc.jetstream()
+        versions: dict[str, list[dict[str, Any]]] = {"quiet-worker-a": [], "quiet-head": []}
+
+        async def on_object(msg: Any) -> None:
+            event = ObjectEvent.model_validate_json(msg.data)
+            versions[event.key.name].append(event.object.get("status") or {})
+
+        subs = [await nc.subscribe(s.object_subject(s.Kind.POD, "default", name), cb=on_object)
+                for name in versions]
         created = await kube.create(POD, pod("quiet-worker-a", {"ray.io/cluster": "quiet",
                                                                 "ray.io/node-type": "worker"}), namespace="default")
+        head = await kube.create(POD, pod("quiet-head", {"ray.io/cluster": "quiet", "ray.io/node-type": "head"}),
+                                 namespace="default")
         _, seq1 = await object_event(js, s.Kind.POD, "quiet-worker-a")
-        await trigger(js, s.Controller.CLUSTER, "quiet", min_seq=seq1)
-        bookkeeping = await kube.replace_status(POD, {**created, "status": {
-            "phase": "Pending", "hostIP": "172.18.0.2", "startTime": "2026-01-01T00:00:00Z"}})
-        _, seq2 = await object_event(js, s.Kind.POD, "quiet-worker-a",
-                                     pred=lambda e: e.object.get("status", {}).get("hostIP"))
-        await kube.replace_status(POD, {**bookkeeping, "status": {**bookkeeping["status"], "phase": "Running"}})
-        _, seq3 = await object_event(js, s.Kind.POD, "quiet-worker-a",
-                                     pred=lambda e: e.object.get("status", {}).get("phase") == "Running")
-        assert seq1 < seq2 < seq3
+        _, head_seq = await object_event(js, s.Kind.POD, "quiet-head")
+        await trigger(js, s.Controller.CLUSTER, "quiet", min_seq=max(seq1, head_seq))
+        bookkeeping = {"phase": "Pending", "hostIP": "172.18.0.2", "startTime": "2026-01-01T00:00:00Z"}
+        booked = await kube.replace_status(POD, {**created, "status": bookkeeping})
+        await kube.replace_status(POD, {**head, "status": bookkeeping})
+        _, head_booked_seq = await object_event(js, s.Kind.POD, "quiet-head",
+                                                pred=lambda e: e.object.get("status", {}).get("hostIP"))
+        await kube.replace_status(POD, {**booked, "status": {**booked["status"], "phase": "Running"}})
+        running, seq3 = await object_event(js, s.Kind.POD, "quiet-worker-a",
+                                           pred=lambda e: e.object.get("status", {}).get("phase") == "Running")
+        assert running.object["status"]["hostIP"] == "172.18.0.2"  # the skipped version's fields ride along
+        assert seq1 < seq3
         await trigger(js, s.Controller.CLUSTER, "quiet", min_seq=seq3)
         await until(lambda: _async(any(t.objects_seq == seq3 for t in sent)), what="the Running trigger")
-        assert [t.objects_seq for t in sent] == [seq1, seq3]
+        await until(lambda: _async(len(versions["quiet-worker-a"]) == 2), what="both worker versions delivered")
+        # The worker's bookkeeping-only version never reached the bus; the head's did.
+        assert [(v.get("phase"), v.get("hostIP")) for v in versions["quiet-worker-a"]] == [
+            ("Pending", None), ("Running", "172.18.0.2")]
+        assert any(v.get("hostIP") and v.get("phase") == "Pending" for v in versions["quiet-head"])
+        # Triggers: the creates (possibly folded into one), the worker's Running; never the
+        # bookkeeping (a head's wakes no RayCluster either: of it only the podIP is read).
+        assert {t.objects_seq for t in sent} <= {seq1, head_seq, seq3} and sent[-1].objects_seq == seq3
+        assert head_booked_seq not in {t.objects_seq for t in sent}
+        for sub in subs:
+            await sub.unsubscribe()
 
 
 async def _async(value: Any) -> Any:
@@ -158,7 +185,8 @@ async def test_a_burst_for_one_cluster_ends_with_a_trigger_for_its_last_event(
         nats_server: NatsServer, kubeconfig: Path) -> None:
     """Triggers to one target are folded while one is in flight (watcher._follow_up): never
     more triggers than events, and the last one always carries the last event's sequence."""
-    async with _watching_triggers(nats_server, kubeconfig, "burst") as (js, kube, sent):
+    async with _watching_triggers(nats_server, kubeconfig, "burst") as (nc, kube, sent):
+        js = nc.jetstream()
         async def last_sent() -> bool:
             return bool(sent) and sent[-1].objects_seq == max(seqs)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-
 import json
 from typing import Any
 
@@ -18,9 +17,10 @@ from watcher.routing import (
     cluster_owner,
     diff_relist,
     msg_id,
+    only_cluster_decisions_read,
+    pod_update_matters,
     ray_owner,
     routes,
-    pod_update_matters,
     sanitize,
     scope_of,
     self_update_matters,
@@ -319,3 +319,16 @@ def test_label_change_wakes() -> None:
     new = copy.deepcopy(old)
     new["metadata"]["labels"]["ray.io/group"] = "g2"
     assert pod_update_matters(s.Kind.POD, old, new)
+
+
+@pytest.mark.parametrize(("kind", "node_type", "only_cluster"), [
+    (s.Kind.POD, "worker", True),
+    # head Pods: the RayJob (SidecarMode's submitter) and RayService (ray.io/serve) read them too
+    (s.Kind.POD, "head", False),
+    (s.Kind.POD, "redis-cleanup", False),
+    (s.Kind.SERVICE, "worker", False),
+])
+def test_only_worker_pods_are_read_by_the_cluster_decisions_alone(
+        kind: s.Kind, node_type: str, only_cluster: bool) -> None:
+    """Whose unread updates the watcher may leave unpublished (watcher.app.on_change)."""
+    assert only_cluster_decisions_read(kind, _pod(node_type)) is only_cluster
