@@ -134,6 +134,11 @@ async def _pods_ready(kube: KubeClient, namespace: str, target: int) -> None:
                 break
 
 
+async def _stream_seqs(nc: Any) -> dict[str, int]:
+    """Each stream's last sequence: the difference of two readings is what was stored between them."""
+    return {info.config.name: info.state.last_seq for info in await nc.jetstream().streams_info()}
+
+
 def _cpu_seconds(pid: int) -> float:
     """utime + stime of a process, from /proc (Linux)."""
     try:
@@ -195,6 +200,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         profiler = Profiler(Path(args.profile) / str(args.clusters), {
             n: pid for n, pid in pids.items() if n not in ("kube-sim", "nats-server", "redis-server")
         }) if args.profile else None
+        seqs_before = await _stream_seqs(nc)
         t0 = time.perf_counter()
         counter = asyncio.create_task(_count_pods(kube, "bench", total, t0))
         await asyncio.gather(*(kube.create(RC, _cluster(f"bench-{i}", args.workers), namespace="bench")
@@ -204,6 +210,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         status_changes: Counter[str] = Counter()
         ready_s = await _all_ready(kube, "bench", args.clusters, t0, status_changes)
         cpu = {n: _cpu_seconds(pid) - cpu_before[n] for n, pid in pids.items()}
+        seqs_after = await _stream_seqs(nc)
         if profiler is not None:
             profiler.stop()
             profiler.report()
@@ -243,6 +250,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         print("status writes seen until all ready, per cluster, by what they changed:")
         for label, n in status_changes.most_common(12):
             print(f"  {n / args.clusters:5.2f}  {label}")
+        stored = {st: seqs_after[st] - seqs_before.get(st, 0) for st in seqs_after}
+        print("stream messages per pod, apply to all-ready (each one a publish, its ack, a delivery): " + ", ".join(
+            f"{st.removeprefix('RAYBUS_').lower()}={n / total:.2f}" for st, n in sorted(stored.items(), key=lambda kv: -kv[1])
+            if n))
         print("CPU seconds from apply to all-ready: " + ", ".join(
             f"{n}={v:.2f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1])))
         print("CPU-ms per pod by process: " + ", ".join(
