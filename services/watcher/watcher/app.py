@@ -51,6 +51,7 @@ from watcher.routing import (
     sanitize,
     scope_of,
     self_update_matters,
+    woken_by_their_cache,
 )
 
 log = logging.getLogger(__name__)
@@ -268,6 +269,7 @@ class Watcher:
                 self.unpublished += 1
                 return True
             targets = tuple(r for r in targets if r.controller is not s.Controller.CLUSTER)
+        targets = woken_by_their_cache(kind, targets, obj, old)
         await self._publish(kind, etype, obj, targets=targets, old=old)
         if kind is s.Kind.SERVICE:
             before = set(self.service_owners)

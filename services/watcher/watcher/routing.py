@@ -251,6 +251,20 @@ def only_cluster_decisions_read(kind: s.Kind, obj: Mapping[str, Any]) -> bool:
     return kind is s.Kind.POD and (meta(obj).get("labels") or {}).get(NODE_TYPE_LABEL) == "worker"
 
 
+def woken_by_their_cache(kind: s.Kind, targets: tuple[Route, ...], obj: Mapping[str, Any],
+                         old: Mapping[str, Any] | None) -> tuple[Route, ...]:
+    """`targets` without the RayClusters a Pod event wakes through their reconciler's own cache
+    (cluster_reconciler.app._on_pod, podutil.clusters_to_wake: by the ray.io/cluster label): no
+    trigger is published for them (issue 20: a trigger per Pod version was a third of the bus's
+    messages per Pod). The RayJob/RayService of a head Pod are still triggered."""
+    if kind is not s.Kind.POD:
+        return targets
+    labelled = {(str(meta(p).get("namespace") or ""), str((meta(p).get("labels") or {}).get(CLUSTER_LABEL)))
+                for p in (obj, old) if p is not None and (meta(p).get("labels") or {}).get(CLUSTER_LABEL)}
+    return tuple(r for r in targets
+                 if not (r.controller is s.Controller.CLUSTER and (r.namespace, r.name) in labelled))
+
+
 _OWNER_SCOPES = {s.Controller.JOB: "rayjob", s.Controller.SERVICE: "rayservice"}
 
 

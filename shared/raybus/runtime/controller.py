@@ -85,7 +85,7 @@ LEASE_STALE_NAK_S = 1.0  # a trigger met while our partition lease is stale come
 
 @dataclass
 class _Pending:
-    msg: Msg
+    msg: Msg | None  # the trigger to ack; None: a wake from this replica's own cache (wake())
     ctx: otel_context.Context
     cause: str = ""  # "<event> <kind>" of the trigger's cause, for raybus_reconcile_causes_total
 
@@ -171,8 +171,9 @@ class ControllerRuntime:
             await cancel_and_wait([task])
         waiting = self.queue.waiting(lambda k: self.partition(k) == p)
         for pending in self.queue.drop(lambda k: self.partition(k) != p):
-            with contextlib.suppress(Exception):
-                await pending.msg.nak()  # the new owner gets it at once, not after ack_wait
+            if pending.msg is not None:
+                with contextlib.suppress(Exception):
+                    await pending.msg.nak()  # the new owner gets it at once, not after ack_wait
         # Hand over the requeues only this replica knew of (RequeueAfter, a retry, a look again
         # after a status write that triggers nothing): the new owner's takeover resync only sees
         # the objects already in *its* cache, which may lag ours. The trigger carries our
@@ -282,11 +283,12 @@ class ControllerRuntime:
             # two CPU hogs, the sample right after the NATS restart test). With a delay, a
             # lease that is renewed or taken over within max_deliver seconds loses nothing.
             for pending in pendings:
-                with contextlib.suppress(Exception):
-                    await pending.msg.nak(delay=LEASE_STALE_NAK_S)
-            if not pendings:
-                # A requeue of ours (no bus message will come back): keep it until the lease is
-                # renewed, or until the partition is dropped and handed over.
+                if pending.msg is not None:
+                    with contextlib.suppress(Exception):
+                        await pending.msg.nak(delay=LEASE_STALE_NAK_S)
+            if not any(pending.msg is not None for pending in pendings):
+                # A requeue or a wake of ours (no bus message will come back): keep it until the
+                # lease is renewed, or until the partition is dropped and handed over.
                 self.queue.add_after(key, 1.0)
             return
         parent = pendings[-1].ctx if pendings else None
@@ -309,8 +311,9 @@ class ControllerRuntime:
         finally:
             self.reconciling.discard(key)
         for pending in pendings:
-            with contextlib.suppress(Exception):
-                await pending.msg.ack()
+            if pending.msg is not None:
+                with contextlib.suppress(Exception):
+                    await pending.msg.ack()
         if result.error:
             delay = self.queue.add_rate_limited(key)
             log.debug("reconcile error; retry rate limited", extra={"key": str(key), "delay_s": delay})
@@ -336,3 +339,15 @@ class ControllerRuntime:
     def look_again(self, key: ObjectKey) -> None:
         if self.owns(key):
             self.queue.add(key)
+
+    def wake(self, key: ObjectKey, cause: str) -> None:
+        """A change this replica's cache applied wakes `key`, as a trigger would, without one on
+        the bus (controller-runtime's informer handlers feed its workqueue in process the same
+        way). Every replica's cache applies every event, so only the holder of the key's
+        partition acts; held, not necessarily valid: while a renewal is late, _process keeps the
+        wake until it is renewed or hands it over with the partition (_drop_partition). A
+        partition acquired later starts with a takeover resync, which covers what came before.
+        `cause`: "<event> <kind>", as a trigger's."""
+        if self.partition(key) in self._fetchers:
+            self.queue.add_soon(key, _Pending(msg=None, ctx=otel_context.get_current(), cause=cause),
+                                self._debounce)

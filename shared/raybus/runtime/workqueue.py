@@ -134,8 +134,9 @@ class WorkQueue(Generic[K, T]):
         return dropped
 
     def waiting(self, predicate: Callable[[K], bool]) -> list[K]:
-        """Keys with a requeue scheduled or queued: what only this replica knows it must look at."""
-        return [k for k in {*self._dirty, *self._timers} if predicate(k)]
+        """Keys with a requeue scheduled, queued or debounced: what only this replica knows it
+        must look at (a debounced wake from the replica's own cache has no bus message behind it)."""
+        return [k for k in {*self._dirty, *self._timers, *self._soon} if predicate(k)]
 
     def in_flight(self, predicate: Callable[[K], bool]) -> bool:
         return any(predicate(k) for k in self._processing)

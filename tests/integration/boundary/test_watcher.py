@@ -80,8 +80,11 @@ async def test_kubectl_apply_sample_publishes_object_event_and_cluster_trigger(
         await nc.close()
 
 
-async def test_labelled_pod_triggers_its_cluster_and_unrelated_pods_are_ignored(
+async def test_labelled_pod_is_published_without_a_cluster_trigger_and_unrelated_pods_are_ignored(
         nats_server: NatsServer, kubeconfig: Path) -> None:
+    """A labelled Pod's events are published; its RayCluster wakes from the reconciler's own cache
+    (podutil.clusters_to_wake), so no RayCluster trigger is published for it. A Pod routed by
+    its ownerReference alone (no ray.io/cluster label) still triggers its RayCluster."""
     nc = await nats.connect(nats_server.url)
     js = nc.jetstream()
     kube = KubeClient(await new_api_client(str(kubeconfig)))
@@ -90,14 +93,18 @@ async def test_labelled_pod_triggers_its_cluster_and_unrelated_pods_are_ignored(
         await kube.create(POD, pod("x-worker-abc", {"ray.io/cluster": "x", "ray.io/node-type": "worker"}),
                           namespace="default")
         await kube.create(POD, pod("nginx", {"app": "nginx"}), namespace="default")
-        _, seq = await object_event(js, s.Kind.POD, "x-worker-abc")
-        trig = await trigger(js, s.Controller.CLUSTER, "x")
-        assert trig.objects_seq == seq and trig.cause == "ADDED pod default/x-worker-abc"
-        # Deletion publishes DELETED with the last object and wakes the cluster again.
+        await object_event(js, s.Kind.POD, "x-worker-abc")
         await kube.delete(POD, namespace="default", name="x-worker-abc")
-        deleted, dseq = await object_event(js, s.Kind.POD, "x-worker-abc", pred=lambda e: e.type == "DELETED")
+        deleted, _ = await object_event(js, s.Kind.POD, "x-worker-abc", pred=lambda e: e.type == "DELETED")
         assert deleted.object["metadata"]["labels"]["ray.io/cluster"] == "x"
-        await trigger(js, s.Controller.CLUSTER, "x", min_seq=dseq)
+        # Published after x's events by the same informer: once its trigger is there, any
+        # trigger for x would be too.
+        await kube.create(POD, _owned_by("y", "y-worker-def"), namespace="default")
+        _, yseq = await object_event(js, s.Kind.POD, "y-worker-def")
+        ytrig = await trigger(js, s.Controller.CLUSTER, "y", min_seq=yseq)
+        assert ytrig.cause == "ADDED pod default/y-worker-def"
+        assert await last_msg(js, s.STREAM_TRIGGERS, s.trigger_subject(s.Controller.CLUSTER, namespace="default",
+                                                                       name="x")) is None
         assert await last_msg(js, s.STREAM_OBJECTS, s.object_subject(s.Kind.POD, "default", "nginx")) is None
     finally:
         await watcher.stop()
@@ -132,9 +139,10 @@ async def _watching_triggers(nats_server: NatsServer, kubeconfig: Path,
 async def test_worker_pod_updates_no_decision_reads_are_not_published_and_wake_nothing(
         nats_server: NatsServer, kubeconfig: Path) -> None:
     """The kubelet's bookkeeping (hostIP, startTime) of a worker Pod is not published
-    (routing.only_cluster_decisions_read) and wakes no RayCluster (routing.pod_update_matters); the
-    phase change after it is published with everything, bookkeeping included, and wakes it. A head
-    Pod's bookkeeping is published: the RayJob and RayService reconcilers read head Pods."""
+    (routing.only_cluster_decisions_read); the phase change after it is published with
+    everything, bookkeeping included. A head Pod's bookkeeping is published: the RayJob and
+    RayService reconcilers read head Pods. None of it is a RayCluster trigger: labelled Pods wake
+    their RayCluster from the reconciler's cache (tests/integration/bus/test_cache_wakes.py)."""
     async with _watching_triggers(nats_server, kubeconfig, "quiet") as (nc, kube, sent):
         js = nc.jetstream()
         versions: dict[str, list[dict[str, Any]]] = {"quiet-worker-a": [], "quiet-head": []}
@@ -150,35 +158,41 @@ async def test_worker_pod_updates_no_decision_reads_are_not_published_and_wake_n
         head = await kube.create(POD, pod("quiet-head", {"ray.io/cluster": "quiet", "ray.io/node-type": "head"}),
                                  namespace="default")
         _, seq1 = await object_event(js, s.Kind.POD, "quiet-worker-a")
-        _, head_seq = await object_event(js, s.Kind.POD, "quiet-head")
-        await trigger(js, s.Controller.CLUSTER, "quiet", min_seq=max(seq1, head_seq))
+        await object_event(js, s.Kind.POD, "quiet-head")
         bookkeeping = {"phase": "Pending", "hostIP": "172.18.0.2", "startTime": "2026-01-01T00:00:00Z"}
         booked = await kube.replace_status(POD, {**created, "status": bookkeeping})
         await kube.replace_status(POD, {**head, "status": bookkeeping})
-        _, head_booked_seq = await object_event(js, s.Kind.POD, "quiet-head",
-                                                pred=lambda e: e.object.get("status", {}).get("hostIP"))
+        await object_event(js, s.Kind.POD, "quiet-head", pred=lambda e: e.object.get("status", {}).get("hostIP"))
         await kube.replace_status(POD, {**booked, "status": {**booked["status"], "phase": "Running"}})
         running, seq3 = await object_event(js, s.Kind.POD, "quiet-worker-a",
                                            pred=lambda e: e.object.get("status", {}).get("phase") == "Running")
         assert running.object["status"]["hostIP"] == "172.18.0.2"  # the skipped version's fields ride along
         assert seq1 < seq3
-        await trigger(js, s.Controller.CLUSTER, "quiet", min_seq=seq3)
-        await until(lambda: _async(any(t.objects_seq == seq3 for t in sent)), what="the Running trigger")
         await until(lambda: _async(len(versions["quiet-worker-a"]) == 2), what="both worker versions delivered")
         # The worker's bookkeeping-only version never reached the bus; the head's did.
         assert [(v.get("phase"), v.get("hostIP")) for v in versions["quiet-worker-a"]] == [
             ("Pending", None), ("Running", "172.18.0.2")]
         assert any(v.get("hostIP") and v.get("phase") == "Pending" for v in versions["quiet-head"])
-        # Triggers: the creates (possibly folded into one), the worker's Running; never the
-        # bookkeeping (a head's wakes no RayCluster either: of it only the podIP is read).
-        assert {t.objects_seq for t in sent} <= {seq1, head_seq, seq3} and sent[-1].objects_seq == seq3
-        assert head_booked_seq not in {t.objects_seq for t in sent}
+        # The first RayCluster trigger for "quiet" is the one of a Pod it owns without the
+        # label, published after all of the above by the same informer.
+        await kube.create(POD, _owned_by("quiet", "quiet-unlabelled"), namespace="default")
+        _, anchor = await object_event(js, s.Kind.POD, "quiet-unlabelled")
+        await until(lambda: _async(bool(sent)), what="the unlabelled Pod's trigger")
+        assert [t.objects_seq for t in sent] == [anchor]
         for sub in subs:
             await sub.unsubscribe()
 
 
 async def _async(value: Any) -> Any:
     return value
+
+
+def _owned_by(cluster: str, name: str) -> dict[str, Any]:
+    """A Ray Pod its RayCluster owns but did not label: routed (and triggered) by ownerReference."""
+    body = pod(name, {"ray.io/node-type": "worker"})
+    body["metadata"]["ownerReferences"] = [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": cluster,
+                                            "uid": f"uid-{cluster}", "controller": True}]
+    return body
 
 
 async def test_a_burst_for_one_cluster_ends_with_a_trigger_for_its_last_event(
@@ -190,8 +204,8 @@ async def test_a_burst_for_one_cluster_ends_with_a_trigger_for_its_last_event(
         async def last_sent() -> bool:
             return bool(sent) and sent[-1].objects_seq == max(seqs)
 
-        labels = {"ray.io/cluster": "burst", "ray.io/node-type": "worker"}
-        await asyncio.gather(*(kube.create(POD, pod(f"burst-worker-{i}", labels), namespace="default")
+        # Owned, not labelled: labelled Pods trigger no RayCluster (they wake it from its cache).
+        await asyncio.gather(*(kube.create(POD, _owned_by("burst", f"burst-worker-{i}"), namespace="default")
                                for i in range(30)))
         seqs = [(await object_event(js, s.Kind.POD, f"burst-worker-{i}"))[1] for i in range(30)]
         last = await trigger(js, s.Controller.CLUSTER, "burst", min_seq=max(seqs))

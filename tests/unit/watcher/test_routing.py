@@ -24,6 +24,7 @@ from watcher.routing import (
     sanitize,
     scope_of,
     self_update_matters,
+    woken_by_their_cache,
 )
 
 C, J, S = s.Controller.CLUSTER, s.Controller.JOB, s.Controller.SERVICE
@@ -332,3 +333,25 @@ def test_only_worker_pods_are_read_by_the_cluster_decisions_alone(
         kind: s.Kind, node_type: str, only_cluster: bool) -> None:
     """Whose unread updates the watcher may leave unpublished (watcher.app.on_change)."""
     assert only_cluster_decisions_read(kind, _pod(node_type)) is only_cluster
+
+
+def test_a_labelled_pod_triggers_no_raycluster_but_its_owner_still() -> None:
+    """The RayCluster wakes from its reconciler's cache (podutil.clusters_to_wake); the RayJob or
+    RayService of a head Pod has no such cache hook and is still triggered."""
+    head = _pod("head")
+    owners = {("ns", "rc"): Route(s.Controller.JOB, s.Kind.RAYJOB, "ns", "job")}
+    targets = routes(s.Kind.POD, head, service_owners={}, cluster_owners=owners)
+    assert {r.controller for r in targets} == {s.Controller.CLUSTER, s.Controller.JOB}
+    assert woken_by_their_cache(s.Kind.POD, targets, head, None) == (owners[("ns", "rc")],)
+    # relabelled: neither the old nor the new cluster is triggered
+    moved = copy.deepcopy(head)
+    moved["metadata"]["labels"]["ray.io/cluster"] = "rc2"
+    both = (Route(s.Controller.CLUSTER, s.Kind.RAYCLUSTER, "ns", "rc2"),
+            Route(s.Controller.CLUSTER, s.Kind.RAYCLUSTER, "ns", "rc"))
+    assert woken_by_their_cache(s.Kind.POD, both, moved, head) == ()
+    # other kinds keep their RayCluster triggers
+    assert woken_by_their_cache(s.Kind.SERVICE, both, moved, head) == both
+    # an unlabelled Pod routed by its ownerReference keeps its trigger
+    bare = {"metadata": {"name": "x", "namespace": "ns", "ownerReferences": [
+        {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc", "controller": True}]}}
+    assert woken_by_their_cache(s.Kind.POD, both[1:], bare, None) == both[1:]

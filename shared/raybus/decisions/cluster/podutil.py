@@ -182,3 +182,15 @@ def decision_view(pod: Pod) -> dict[str, Any]:
     if not is_head(pod):
         st.pop("podIP", None)
     return {**pod, "metadata": m, "spec": spec, "status": st}
+
+
+def clusters_to_wake(old: Pod | None, new: Pod | None) -> tuple[str, ...]:
+    """The RayClusters (by the ray.io/cluster label, as KubeRay maps its Pods) that must look
+    again after a Pod event: created or deleted, or updated in what a decision reads
+    (decision_view; KubeRay's Owns(&corev1.Pod{}) reconciles on every update, and one with an
+    equal view decides what the previous one did). A relabelled Pod wakes both clusters."""
+    def cluster(pod: Pod | None) -> str:
+        return str(labels(pod).get(CLUSTER_LABEL) or "") if pod is not None else ""
+    if old is not None and new is not None and decision_view(old) == decision_view(new):
+        return ()
+    return tuple(dict.fromkeys(c for c in (cluster(new), cluster(old)) if c))

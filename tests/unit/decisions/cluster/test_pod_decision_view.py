@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from raybus.decisions.cluster.expectations import ScaleExpectations
-from raybus.decisions.cluster.podutil import decision_view
+from raybus.decisions.cluster.podutil import clusters_to_wake, decision_view
 from raybus.decisions.cluster.reconcile import ClusterDecision, ClusterSnapshot, reconcile_cluster
 from tests.unit.decisions.cluster.test_reconcile_helpers import (
     SETTINGS,
@@ -137,3 +137,23 @@ def test_what_the_decisions_read_is_in_the_view(mutate: Callable[[Pod], None], i
     mutate(changed[index])
     assert decision_view(changed[index]) != decision_view(pods[index])
     assert _decide(changed).model_dump() != _decide(copy.deepcopy(pods)).model_dump()
+
+
+def _labelled(cluster: str, **status: Any) -> Pod:
+    return {"metadata": {"name": "p", "namespace": "ns", "labels": {"ray.io/cluster": cluster,
+                                                                    "ray.io/node-type": "worker"}},
+            "spec": {"containers": [{"name": "ray"}]}, "status": {"phase": "Pending", **status}}
+
+
+@pytest.mark.parametrize(("old", "new", "woken"), [
+    (None, _labelled("a"), ("a",)),  # created
+    (_labelled("a"), None, ("a",)),  # deleted
+    (_labelled("a"), _labelled("a", hostIP="172.18.0.2", startTime="t"), ()),  # bookkeeping only
+    (_labelled("a"), _labelled("a", phase="Running"), ("a",)),
+    (_labelled("a"), _labelled("b"), ("b", "a")),  # relabelled: both clusters look again
+    (None, {"metadata": {"name": "p", "namespace": "ns"}}, ()),  # no cluster label
+])
+def test_a_pod_event_wakes_the_clusters_whose_decision_it_may_change(
+        old: Pod | None, new: Pod | None, woken: tuple[str, ...]) -> None:
+    """podutil.clusters_to_wake: what the cluster-reconciler's cache wakes (no trigger on the bus)."""
+    assert clusters_to_wake(old, new) == woken
