@@ -65,7 +65,9 @@ make_local_base() {
   command -v debootstrap >/dev/null || {
     apt-get update -q; DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap; }
   local root; root=$(mktemp -d /var/tmp/raybus-base.XXXXXX)
-  trap 'rm -rf "$root"' RETURN
+  # A RETURN trap outlives the function: cleared on its first run, or it fires again when the
+  # caller returns, where `root` is unset (set -u: "root: unbound variable").
+  trap 'rm -rf "${root:-}"; trap - RETURN' RETURN
   local mirror; mirror=${DEBIAN_MIRROR:-$(awk '/^URIs:/{print $2; exit} /^deb /{print $2; exit}' \
     /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true)}
   debootstrap --variant=minbase --include=python3,python3-venv,python-is-python3,ca-certificates \
