@@ -95,7 +95,6 @@ class Watcher:
         # Slices seen before their Service, replayed when the Service becomes known.
         self._orphan_slices: dict[tuple[str, str], dict[str, Json]] = defaultdict(dict)
         self.published = 0
-        self.unpublished = 0  # worker Pod updates no bus reader reads (not published)
         # Trigger publishes still waiting for their JetStream acks (see _publish).
         self._triggering: set[asyncio.Task[None]] = set()
         # (target, kind, scope) -> None: a trigger is in flight; _Waiting: and a newer change
@@ -266,7 +265,6 @@ class Watcher:
                 # Not published at all: the bus keeps the version before it, equal in all its
                 # readers read (routing.only_cluster_decisions_read), and the informer keeps this
                 # one as the next update's `old`, so the next change is measured from here.
-                self.unpublished += 1
                 return True
             targets = tuple(r for r in targets if r.controller is not s.Controller.CLUSTER)
         targets = woken_by_their_cache(kind, targets, obj, old)

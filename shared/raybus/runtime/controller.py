@@ -89,6 +89,16 @@ class _Pending:
     ctx: otel_context.Context
     cause: str = ""  # "<event> <kind>" of the trigger's cause, for raybus_reconcile_causes_total
 
+    async def ack(self) -> None:
+        if self.msg is not None:
+            with contextlib.suppress(Exception):
+                await self.msg.ack()
+
+    async def nak(self, delay: float | None = None) -> None:
+        if self.msg is not None:
+            with contextlib.suppress(Exception):
+                await self.msg.nak(delay=delay)
+
 
 class ControllerRuntime:
     def __init__(self, nc: NATS, *, controller: s.Controller, replica_id: str, cache: ObjectCache,
@@ -171,9 +181,7 @@ class ControllerRuntime:
             await cancel_and_wait([task])
         waiting = self.queue.waiting(lambda k: self.partition(k) == p)
         for pending in self.queue.drop(lambda k: self.partition(k) != p):
-            if pending.msg is not None:
-                with contextlib.suppress(Exception):
-                    await pending.msg.nak()  # the new owner gets it at once, not after ack_wait
+            await pending.nak()  # the new owner gets it at once, not after ack_wait
         # Hand over the requeues only this replica knew of (RequeueAfter, a retry, a look again
         # after a status write that triggers nothing): the new owner's takeover resync only sees
         # the objects already in *its* cache, which may lag ours. The trigger carries our
@@ -283,9 +291,7 @@ class ControllerRuntime:
             # two CPU hogs, the sample right after the NATS restart test). With a delay, a
             # lease that is renewed or taken over within max_deliver seconds loses nothing.
             for pending in pendings:
-                if pending.msg is not None:
-                    with contextlib.suppress(Exception):
-                        await pending.msg.nak(delay=LEASE_STALE_NAK_S)
+                await pending.nak(delay=LEASE_STALE_NAK_S)
             if not any(pending.msg is not None for pending in pendings):
                 # A requeue or a wake of ours (no bus message will come back): keep it until the
                 # lease is renewed, or until the partition is dropped and handed over.
@@ -311,9 +317,7 @@ class ControllerRuntime:
         finally:
             self.reconciling.discard(key)
         for pending in pendings:
-            if pending.msg is not None:
-                with contextlib.suppress(Exception):
-                    await pending.msg.ack()
+            await pending.ack()
         if result.error:
             delay = self.queue.add_rate_limited(key)
             log.debug("reconcile error; retry rate limited", extra={"key": str(key), "delay_s": delay})
