@@ -154,6 +154,19 @@ class _Recorder:
         assert found, f"no {etype or ''} {kind} change matched"
         return min(found)
 
+    def count(self, kind: str, etype: str | None = None, *, when: Any = None) -> int:
+        return sum(1 for _, t, o in self.seen if o.get("kind") == kind and (etype is None or t == etype)
+                   and (when is None or when(o)))
+
+    async def caught_up(self, *, pods: int, job: Any) -> None:
+        """The three watches are separate streams: a GET that says the cluster is gone does not mean
+        each stream has delivered its last events yet. Wait for the cluster's DELETED, every Pod's
+        DELETED and the cleanup Job's end on the streams themselves before reading their order."""
+        async def seen() -> bool:
+            return (self.count("RayCluster", "DELETED") == 1 and self.count("Pod", "DELETED") >= pods
+                    and self.count("Job", when=job) >= 1)
+        await self.kube.eventually(seen, timeout=30, what=f"{self.name}'s watches caught up")
+
     def finalizer_before_pods(self) -> bool:
         finalized = min(rv for rv, _, o in self.seen if o.get("kind") == "RayCluster"
                         and FIN in (o["metadata"].get("finalizers") or []))
@@ -166,6 +179,23 @@ async def _delete_and_wait_gone(kube: Kube, name: str, *, timeout: float = 60) -
     await kube.eventually(lambda: _gone(kube, name), timeout=timeout, what=f"{name} deleted")
 
 
+def is_head(o: dict[str, Any]) -> bool:
+    return bool(o["metadata"]["labels"].get("ray.io/node-type") == "head")
+
+
+def complete(o: dict[str, Any]) -> bool:
+    return _job_condition(o, "Complete")
+
+
+def failed(o: dict[str, Any]) -> bool:
+    return _job_condition(o, "Failed")
+
+
+def _job_condition(o: dict[str, Any], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True"
+               for c in (o.get("status") or {}).get("conditions") or [])
+
+
 async def test_gcs_ft_finalizer_cleanup_job_then_release(kube: Kube) -> None:
     name = "e2e-gcsft"
     recorder = _Recorder(kube, name)
@@ -175,15 +205,9 @@ async def test_gcs_ft_finalizer_cleanup_job_then_release(kube: Kube) -> None:
         await kube.wait_ready(name, workers=2, timeout=60)
         assert recorder.finalizer_before_pods()  # the finalizer is on the CR before the first Pod exists
         await _delete_and_wait_gone(kube, name)
+        await recorder.caught_up(pods=3, job=complete)
     finally:
         await recorder.stop()
-
-    def is_head(o: dict[str, Any]) -> bool:
-        return bool(o["metadata"]["labels"].get("ray.io/node-type") == "head")
-
-    def complete(o: dict[str, Any]) -> bool:
-        return any(c.get("type") == "Complete" and c.get("status") == "True"
-                   for c in (o.get("status") or {}).get("conditions") or [])
 
     head_gone = recorder.first("Pod", "DELETED", when=is_head)
     job_created = recorder.first("Job", "ADDED")
@@ -214,12 +238,9 @@ async def test_gcs_ft_failed_cleanup_job_still_releases(kube: Kube) -> None:
         await kube.c.create(RC, body, namespace=NS)
         await kube.wait_ready(name, workers=2, timeout=60)
         await _delete_and_wait_gone(kube, name)
+        await recorder.caught_up(pods=3, job=failed)
     finally:
         await recorder.stop()
-
-    def failed(o: dict[str, Any]) -> bool:
-        return any(c.get("type") == "Failed" and c.get("status") == "True"
-                   for c in (o.get("status") or {}).get("conditions") or [])
 
     job_failed = recorder.first("Job", when=failed)
     released = recorder.first("RayCluster", when=lambda o: FIN not in (o["metadata"].get("finalizers") or [])
