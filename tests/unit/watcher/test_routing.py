@@ -302,8 +302,15 @@ def _with(p: dict[str, Any], rv: str, spec: dict[str, Any] | None = None, **stat
     ("worker", {"initContainerStatuses": [{"name": "wait-gcs-ready", "state": {"running": {}}}]}, False),
     ("head", {"podIP": "10.0.0.7"}, True),  # the head's podIP is status.head.podIP
     ("worker", {"phase": "Running"}, True),
-    ("worker", {"conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]}, True),
-    ("worker", {"containerStatuses": [{"name": "ray", "state": {"waiting": {"reason": "X"}}}]}, True),
+    # a worker's Ready condition counts only while Running, its containers only by the Ray
+    # container's terminated state (podutil._worker_status_view); the head's are read whole
+    ("worker", {"conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]}, False),
+    ("head", {"conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]}, True),
+    ("worker", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}, True),
+    ("worker", {"containerStatuses": [{"name": "ray", "state": {"waiting": {"reason": "X"}}}]}, False),
+    ("head", {"containerStatuses": [{"name": "ray", "state": {"waiting": {"reason": "X"}}}]}, True),
+    ("worker", {"containerStatuses": [{"name": "ray", "state": {"terminated": {"exitCode": 1}}}]}, True),
+    ("worker", {"containerStatuses": [{"name": "sidecar", "state": {"terminated": {"exitCode": 1}}}]}, False),
 ])
 def test_pod_updates_wake_their_raycluster_only_when_a_decision_reads_the_change(
         node_type: str, change: dict[str, Any], wakes: bool) -> None:

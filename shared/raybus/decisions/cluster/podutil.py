@@ -176,12 +176,27 @@ def decision_view(pod: Pod) -> dict[str, Any]:
     spec = {k: v for k, v in spec_value.items() if k not in _UNREAD_SPEC} \
         if isinstance(spec_value, Mapping) else spec_value
     st: dict[str, Any] = {k: v for k, v in status(pod).items() if k not in _UNREAD_STATUS}
-    if isinstance(st.get("conditions"), list):
+    if is_worker(pod):
+        _worker_status_view(pod, st)
+    elif isinstance(st.get("conditions"), list):
         st["conditions"] = [c for c in st["conditions"]
                             if not isinstance(c, Mapping) or c.get("type") in _READ_CONDITIONS]
     if not is_head(pod):
         st.pop("podIP", None)
     return {**pod, "metadata": m, "spec": spec, "status": st}
+
+
+def _worker_status_view(pod: Pod, st: dict[str, Any]) -> None:
+    """A worker's status as its decisions read it. Its Ready condition only by status and only
+    while Running (is_running_and_ready, check_all_pods_running: both return on the phase
+    first), and its containers only by the Ray container's terminated state (shouldDeletePod's
+    getRayContainerStateTerminated). The head keeps them whole: calculateStatus reads its
+    waiting reasons and messages. So the kubelet's first status (ContainerCreating, Ready=False
+    while Pending) changes nothing a decision reads of a worker (issue 20: a quarter of the
+    worker updates on the bus)."""
+    ready = pod_condition(pod, "Ready") if phase(pod) == "Running" else None
+    st["conditions"] = ready.get("status") if ready is not None else None
+    st["containerStatuses"] = ray_container_terminated(pod)
 
 
 def clusters_to_wake(old: Pod | None, new: Pod | None) -> tuple[str, ...]:

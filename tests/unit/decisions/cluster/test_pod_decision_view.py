@@ -53,7 +53,43 @@ def _rv(p: Pod) -> None:
     p["metadata"]["managedFields"] = [{"manager": "kubelet"}]
 
 
-UNREAD: list[Callable[[Pod], None]] = [_bind, _kubelet, _worker_ip, _rv]
+def _is_worker(p: Pod) -> bool:
+    return bool(p["metadata"]["labels"]["ray.io/node-type"] == "worker")
+
+
+def _worker_containers(p: Pod) -> None:
+    """The kubelet's container bookkeeping of a worker, short of the Ray container terminating:
+    waiting reasons, the running state's details, the ready flag, restarts, a sidecar's state."""
+    if not _is_worker(p):
+        return
+    for cs in p["status"].get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if "terminated" not in state:
+            cs["state"] = {"waiting": {"reason": "ContainerCreating"}} if "waiting" not in state \
+                else {"running": {"startedAt": "2026-01-01T00:00:03Z"}}
+        cs.update(ready=not cs.get("ready"), restartCount=3, containerID="containerd://abc",
+                  lastState={"terminated": {"exitCode": 137}}, started=True)
+    p["status"].setdefault("containerStatuses", []).append(
+        {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}})
+
+
+def _worker_ready_while_not_running(p: Pod) -> None:
+    """A worker's Ready condition while it is not Running (the kubelet's first status writes
+    Ready=False while Pending), and a Running worker's Ready reason and times."""
+    if not _is_worker(p):
+        return
+    conditions = p["status"].setdefault("conditions", [])
+    for cond in conditions:
+        if cond.get("type") == "Ready":
+            cond.update(reason="PodCompleted", lastTransitionTime="2026-01-01T00:00:04Z", message="m")
+            if p["status"].get("phase") != "Running":
+                cond["status"] = "Unknown" if cond.get("status") == "False" else "False"
+    if not any(c.get("type") == "Ready" for c in conditions) and p["status"].get("phase") != "Running":
+        conditions.append({"type": "Ready", "status": "False", "reason": "ContainersNotReady"})
+
+
+UNREAD: list[Callable[[Pod], None]] = [_bind, _kubelet, _worker_ip, _rv, _worker_containers,
+                                       _worker_ready_while_not_running]
 
 
 def _head_waiting(ready: bool) -> Pod:
@@ -136,6 +172,16 @@ def test_what_the_decisions_read_is_in_the_view(mutate: Callable[[Pod], None], i
     changed = copy.deepcopy(pods)
     mutate(changed[index])
     assert decision_view(changed[index]) != decision_view(pods[index])
+    assert _decide(changed).model_dump() != _decide(copy.deepcopy(pods)).model_dump()
+
+
+def test_the_heads_waiting_reason_stays_in_its_view() -> None:
+    """Unlike a worker's: HeadPodReady carries the head container's waiting reason and message."""
+    pods = STAGES["head pending, no workers"]
+    changed = copy.deepcopy(pods)
+    changed[0]["status"]["containerStatuses"][0]["state"] = {
+        "waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "ray"'}}
+    assert decision_view(changed[0]) != decision_view(pods[0])
     assert _decide(changed).model_dump() != _decide(copy.deepcopy(pods)).model_dump()
 
 
