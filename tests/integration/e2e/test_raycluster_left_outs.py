@@ -18,6 +18,7 @@ import yaml
 from raybus.adapters.kube import KubeError, resource_for
 from raybus.bus import subjects as s
 from raybus.cli.render import render
+from raybus.decisions.cluster.podutil import is_head
 from raybus.testing.streams import stream_messages
 from tests.conftest import SAMPLES
 from tests.integration.e2e.conftest import NS, POD, RC, SAMPLE, Kube
@@ -147,24 +148,24 @@ class _Recorder:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
+    def matching(self, kind: str, etype: str | None = None, *, when: Any = None) -> list[int]:
+        """The resourceVersions of the matching changes, in arrival order."""
+        return [rv for rv, t, o in self.seen if o.get("kind") == kind and (etype is None or t == etype)
+                and (when is None or when(o))]
+
     def first(self, kind: str, etype: str | None = None, *, when: Any = None) -> int:
         """The resourceVersion of the first matching change (a KeyError-like failure when none)."""
-        found = [rv for rv, t, o in self.seen if o.get("kind") == kind and (etype is None or t == etype)
-                 and (when is None or when(o))]
+        found = self.matching(kind, etype, when=when)
         assert found, f"no {etype or ''} {kind} change matched"
         return min(found)
-
-    def count(self, kind: str, etype: str | None = None, *, when: Any = None) -> int:
-        return sum(1 for _, t, o in self.seen if o.get("kind") == kind and (etype is None or t == etype)
-                   and (when is None or when(o)))
 
     async def caught_up(self, *, pods: int, job: Any) -> None:
         """The three watches are separate streams: a GET that says the cluster is gone does not mean
         each stream has delivered its last events yet. Wait for the cluster's DELETED, every Pod's
         DELETED and the cleanup Job's end on the streams themselves before reading their order."""
         async def seen() -> bool:
-            return (self.count("RayCluster", "DELETED") == 1 and self.count("Pod", "DELETED") >= pods
-                    and self.count("Job", when=job) >= 1)
+            return (len(self.matching("RayCluster", "DELETED")) == 1
+                    and len(self.matching("Pod", "DELETED")) >= pods and bool(self.matching("Job", when=job)))
         await self.kube.eventually(seen, timeout=30, what=f"{self.name}'s watches caught up")
 
     def finalizer_before_pods(self) -> bool:
@@ -177,10 +178,6 @@ class _Recorder:
 async def _delete_and_wait_gone(kube: Kube, name: str, *, timeout: float = 60) -> None:
     await kube.c.delete(RC, namespace=NS, name=name)
     await kube.eventually(lambda: _gone(kube, name), timeout=timeout, what=f"{name} deleted")
-
-
-def is_head(o: dict[str, Any]) -> bool:
-    return bool(o["metadata"]["labels"].get("ray.io/node-type") == "head")
 
 
 def complete(o: dict[str, Any]) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from raybus.decisions.cluster.expectations import ScaleExpectations
-from raybus.decisions.cluster.podutil import clusters_to_wake, decision_view
+from raybus.decisions.cluster.podutil import clusters_to_wake, decision_view, is_worker
 from raybus.decisions.cluster.reconcile import ClusterDecision, ClusterSnapshot, reconcile_cluster
 from tests.unit.decisions.cluster.test_reconcile_helpers import (
     SETTINGS,
@@ -53,14 +53,10 @@ def _rv(p: Pod) -> None:
     p["metadata"]["managedFields"] = [{"manager": "kubelet"}]
 
 
-def _is_worker(p: Pod) -> bool:
-    return bool(p["metadata"]["labels"]["ray.io/node-type"] == "worker")
-
-
 def _worker_containers(p: Pod) -> None:
     """The kubelet's container bookkeeping of a worker, short of the Ray container terminating:
     waiting reasons, the running state's details, the ready flag, restarts, a sidecar's state."""
-    if not _is_worker(p):
+    if not is_worker(p):
         return
     for cs in p["status"].get("containerStatuses") or []:
         state = cs.get("state") or {}
@@ -76,7 +72,7 @@ def _worker_containers(p: Pod) -> None:
 def _worker_ready_while_not_running(p: Pod) -> None:
     """A worker's Ready condition while it is not Running (the kubelet's first status writes
     Ready=False while Pending), and a Running worker's Ready reason and times."""
-    if not _is_worker(p):
+    if not is_worker(p):
         return
     conditions = p["status"].setdefault("conditions", [])
     for cond in conditions:
