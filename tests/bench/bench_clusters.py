@@ -198,7 +198,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         await nc.subscribe("raybus.outcome.cluster.>", cb=on_outcome)
         profiler = Profiler(Path(args.profile) / str(args.clusters), {
-            n: pid for n, pid in pids.items() if n not in ("kube-sim", "nats-server", "redis-server")
+            n: pid for n, pid in pids.items()
+            if n not in ("nats-server", "redis-server") and (args.profile_sim or n != "kube-sim")
         }) if args.profile else None
         seqs_before = await _stream_seqs(nc)
         t0 = time.perf_counter()
@@ -351,6 +352,8 @@ def main() -> None:
     p.add_argument("--burst", type=int, default=200)
     p.add_argument("--profile", default="",
                    help="directory: py-spy every raybus process from apply to ready, print the top functions")
+    p.add_argument("--profile-sim", action="store_true",
+                   help="with --profile: py-spy the simulator (API server, kubelet, dashboards) too")
     args = p.parse_args()
     rows = []
     for count in [int(c) for c in str(args.clusters).split(",")]:
