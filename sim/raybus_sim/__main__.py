@@ -26,7 +26,6 @@ from raybus_sim.dashboard import DashboardRegistry, create_dashboard_app
 from raybus_sim.kubelet.client import ClusterView
 from raybus_sim.kubelet.node import SimNode
 
-
 RBAC_KINDS = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
               "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
               "Role": "roles", "RoleBinding": "rolebindings"}
