@@ -6,10 +6,10 @@ covers the lists kubectl apply touches on pods/services/jobs (containers by name
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from .errors import bad_request, invalid_patch
+from .jsontree import json_copy
 
 # field name -> merge key. `ports` is resolved per element (containerPort for containers, port for services).
 MERGE_KEYS: dict[str, str] = {
@@ -25,7 +25,7 @@ PRIMITIVE_MERGE: frozenset[str] = frozenset({"finalizers"})
 
 def merge_patch(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return json_copy(patch)
     out = dict(target) if isinstance(target, dict) else {}
     for k, v in patch.items():
         if v is None:
@@ -97,21 +97,21 @@ def _add(doc: Any, parts: list[str], value: Any) -> Any:
 def json_patch(doc: Any, ops: Any) -> Any:
     if not isinstance(ops, list):
         raise bad_request("json patch must be a list of operations")
-    doc = copy.deepcopy(doc)
+    doc = json_copy(doc)
     for op in ops:
         kind, parts = op.get("op"), _pointer(op.get("path", ""))
         if kind == "add":
-            doc = _add(doc, parts, copy.deepcopy(op.get("value")))
+            doc = _add(doc, parts, json_copy(op.get("value")))
         elif kind == "remove":
             _remove(doc, parts)
         elif kind == "replace":
             _get(doc, parts)  # must exist
             if parts:
                 _remove(doc, parts)
-            doc = _add(doc, parts, copy.deepcopy(op.get("value")))
+            doc = _add(doc, parts, json_copy(op.get("value")))
         elif kind in ("move", "copy"):
             src = _pointer(op.get("from", ""))
-            value = _remove(doc, src) if kind == "move" else copy.deepcopy(_get(doc, src))
+            value = _remove(doc, src) if kind == "move" else json_copy(_get(doc, src))
             doc = _add(doc, parts, value)
         elif kind == "test":
             if _get(doc, parts) != op.get("value"):
@@ -143,7 +143,7 @@ def _strategic_list(field: str, orig: list[Any], patch: list[Any], delete_prims:
     key = _merge_key(field, orig + patch)
     if key is None:
         return [strip_directives(i) for i in patch]
-    out = [copy.deepcopy(i) for i in orig]
+    out = [json_copy(i) for i in orig]
     for item in patch:
         if not isinstance(item, dict):
             continue

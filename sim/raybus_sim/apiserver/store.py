@@ -7,7 +7,6 @@ metadata dict), so events can hold references instead of copies and a watcher ca
 from __future__ import annotations
 
 import builtins
-import copy
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from . import errors
 from .decode import decode_builtin
 from .defaults import admit, apply_create_defaults, apply_update_defaults, default_object, now_rfc3339
+from .jsontree import json_copy
 from .podspec import pod_warnings
 from .resources import Registry, ResourceType
 from .schema import apply_schema
@@ -231,7 +231,7 @@ class Store:
             out["apiVersion"], out["kind"] = rt.api_version, rt.kind
             # (internal writers build from stored, already-defaulted objects: no need to re-default)
             if validate and isinstance(out.get("spec"), dict) and rt.gr in _REDEFAULTED:
-                out["spec"] = copy.deepcopy(out["spec"])
+                out["spec"] = json_copy(out["spec"])
                 apply_update_defaults(rt, out, cur)
             if rt.status_subresource and subresource != "*":  # "*": internal spec+status write (binding)
                 if "status" in cur:
