@@ -11,6 +11,7 @@ implemented with aiolimiter: `burst` tokens refilled at `qps` per second.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -277,9 +278,15 @@ class KubeClient:
         # client-go's rest client (request.go, checkWait): a 429, or a 5xx with Retry-After, was not
         # processed; it sleeps Retry-After and sends the request again, up to maxRetries (10) times,
         # each through the rate limiter. Without it an API server throttling for a second turned
-        # into a failed batch and its redelivery backoff.
+        # into a failed batch and its redelivery backoff. The first attempt is made outside
+        # tenacity: building its retry loop for every call was 5% of the command-executor's CPU
+        # (issue 20), and almost every call succeeds or fails for good the first time.
         try:
-            async for attempt in AsyncRetrying(stop=stop_after_attempt(MAX_RETRIES + 1), wait=_retry_after,
+            return await self._call_once(method, path, query=query, body=body, content_type=content_type)
+        except _RetryAfter as first:
+            await asyncio.sleep(first.seconds)
+        try:
+            async for attempt in AsyncRetrying(stop=stop_after_attempt(MAX_RETRIES), wait=_retry_after,
                                                retry=retry_if_exception_type(_RetryAfter), reraise=True):
                 with attempt:
                     return await self._call_once(method, path, query=query, body=body,
