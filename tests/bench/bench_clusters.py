@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import json
 import os
@@ -51,18 +52,46 @@ def _pod(name: str) -> dict[str, Any]:
             "spec": copy.deepcopy(head["spec"])}
 
 
-async def _count_pods(kube: KubeClient, namespace: str, target: int, t0: float) -> float:
-    """Seconds from t0 until `target` pods exist in the namespace (watch from a fresh list)."""
+class Timeline:
+    """When each Pod was first seen and turned Ready, and each RayCluster turned ready (seconds
+    from apply): where a run's time went, e.g. whether its tail waited for Pods or for status."""
+
+    def __init__(self) -> None:
+        self.created: list[float] = []
+        self.ready: list[float] = []
+        self.clusters: list[float] = []
+
+    def lines(self, end: float, steps: int = 10) -> list[str]:
+        out = []
+        for i in range(1, steps + 1):
+            t = end * i / steps
+            out.append(f"  {t:7.1f}s  pods created {sum(x <= t for x in self.created):>6}  "
+                       f"pods ready {sum(x <= t for x in self.ready):>6}  "
+                       f"clusters ready {sum(x <= t for x in self.clusters):>5}")
+        return out
+
+
+async def _watch_pods(kube: KubeClient, namespace: str, target: int, t0: float, timeline: Timeline,
+                      exists: asyncio.Future[float]) -> None:
+    """Record when each pod of the namespace first exists and turns Ready (one list, then a
+    watch, until cancelled); `exists` gets the seconds from t0 until `target` pods exist."""
     items, rv = await kube.list_all(POD, namespace=namespace)
     seen = {p["metadata"]["name"] for p in items}
-    while len(seen) < target:
+    ready = {p["metadata"]["name"] for p in items if _ready(p)}
+    while True:
         async for ev in kube.watch(POD, resource_version=rv, namespace=namespace, timeout_s=120):
-            if ev.type == "ADDED":
-                seen.add(ev.object["metadata"]["name"])
             rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
-            if len(seen) >= target:
-                break
-    return time.perf_counter() - t0
+            if ev.type == "BOOKMARK":
+                continue
+            name, now = ev.object["metadata"]["name"], time.perf_counter() - t0
+            if ev.type != "DELETED" and name not in seen:
+                seen.add(name)
+                timeline.created.append(now)
+            if ev.type != "DELETED" and name not in ready and _ready(ev.object):
+                ready.add(name)
+                timeline.ready.append(now)
+            if len(seen) >= target and not exists.done():
+                exists.set_result(now)
 
 
 def status_change(old: dict[str, Any] | None, new: dict[str, Any] | None) -> str:
@@ -90,7 +119,7 @@ def status_change(old: dict[str, Any] | None, new: dict[str, Any] | None) -> str
 
 
 async def _all_ready(kube: KubeClient, namespace: str, target: int, t0: float,
-                     changes: Counter[str] | None = None) -> float:
+                     changes: Counter[str] | None = None, timeline: Timeline | None = None) -> float:
     """Seconds from t0 until `target` RayClusters say state=ready: one list, then a watch. (Listing
     every RayCluster every 0.2 s cost the API server more CPU than raybus at 100 clusters, on the
     same two cores as the processes being measured.) `changes` counts the status writes seen, by
@@ -108,6 +137,8 @@ async def _all_ready(kube: KubeClient, namespace: str, target: int, t0: float,
                 changes[status_change(last.get(name), ev.object.get("status"))] += 1
                 last[name] = ev.object.get("status")
             if ev.type != "DELETED" and (ev.object.get("status") or {}).get("state") == "ready":
+                if timeline is not None and name not in ready:
+                    timeline.clusters.append(time.perf_counter() - t0)
                 ready.add(name)
             else:
                 ready.discard(name)
@@ -203,13 +234,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         }) if args.profile else None
         seqs_before = await _stream_seqs(nc)
         t0 = time.perf_counter()
-        counter = asyncio.create_task(_count_pods(kube, "bench", total, t0))
+        timeline = Timeline()
+        exists: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        pods = asyncio.create_task(_watch_pods(kube, "bench", total, t0, timeline, exists))
         await asyncio.gather(*(kube.create(RC, _cluster(f"bench-{i}", args.workers), namespace="bench")
                                for i in range(args.clusters)))
-        pods_s = await counter
+        pods_s = await exists
 
         status_changes: Counter[str] = Counter()
-        ready_s = await _all_ready(kube, "bench", args.clusters, t0, status_changes)
+        ready_s = await _all_ready(kube, "bench", args.clusters, t0, status_changes, timeline)
+        pods.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pods
         cpu = {n: _cpu_seconds(pid) - cpu_before[n] for n, pid in pids.items()}
         seqs_after = await _stream_seqs(nc)
         if profiler is not None:
@@ -248,6 +284,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
               f"({', '.join(f'{k}={v / args.clusters:.2f}' for k, v in sorted(ops.items()))}); "
               f"failed={failed}")
         print(f"results by op:code = {dict(sorted(codes.items()))}")
+        print("timeline, seconds from apply:")
+        print("\n".join(timeline.lines(ready_s)))
         print("status writes seen until all ready, per cluster, by what they changed:")
         for label, n in status_changes.most_common(12):
             print(f"  {n / args.clusters:5.2f}  {label}")
