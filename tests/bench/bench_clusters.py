@@ -179,6 +179,16 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _write_syscalls(pid: int) -> int:
+    """syscw of /proc/<pid>/io: the process's write syscalls (every NATS flush and HTTP request
+    is at least one; on loopback each also runs the receiver's TCP path)."""
+    try:
+        lines = Path(f"/proc/{pid}/io").read_text().splitlines()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in lines if line.startswith("syscw:")), 0)
+
+
 async def floor(kube: KubeClient, total: int, concurrency: int) -> float:
     sem = asyncio.Semaphore(concurrency)
 
@@ -215,6 +225,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         pids["nats-server"] = stack.nats.proc.pid if stack.nats.proc else 0
         pids["redis-server"] = stack.redis.proc.pid if stack.redis.proc else 0
         cpu_before = {n: _cpu_seconds(pid) for n, pid in pids.items()}
+        writes_before = {n: _write_syscalls(pid) for n, pid in pids.items()}
         ops: Counter[str] = Counter()
         codes: Counter[str] = Counter()
         failed = 0
@@ -247,6 +258,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         with contextlib.suppress(asyncio.CancelledError):
             await pods
         cpu = {n: _cpu_seconds(pid) - cpu_before[n] for n, pid in pids.items()}
+        syscw = {n: _write_syscalls(pid) - writes_before[n] for n, pid in pids.items()}
         seqs_after = await _stream_seqs(nc)
         if profiler is not None:
             profiler.stop()
@@ -297,6 +309,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             f"{n}={v:.2f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1])))
         print("CPU-ms per pod by process: " + ", ".join(
             f"{n}={1000 * v / total:.1f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1])))
+        print("write syscalls per pod by process: " + ", ".join(
+            f"{n}={v / total:.1f}" for n, v in sorted(syscw.items(), key=lambda kv: -kv[1])))
         reconciles, reconcile_s = _scrape(stack, "cluster")
         if reconciles:
             print(f"cluster-reconciler: {reconciles / args.clusters:.1f} reconciles per cluster, "
