@@ -75,6 +75,16 @@ async def _watch_pods(kube: KubeClient, namespace: str, target: int, t0: float, 
                       exists: asyncio.Future[float]) -> None:
     """Record when each pod of the namespace first exists and turns Ready (one list, then a
     watch, until cancelled); `exists` gets the seconds from t0 until `target` pods exist."""
+    try:
+        await _follow_pods(kube, namespace, target, t0, timeline, exists)
+    except Exception as exc:  # the run waits on `exists`: fail it rather than hang
+        if not exists.done():
+            exists.set_exception(exc)
+        raise
+
+
+async def _follow_pods(kube: KubeClient, namespace: str, target: int, t0: float, timeline: Timeline,
+                       exists: asyncio.Future[float]) -> None:
     items, rv = await kube.list_all(POD, namespace=namespace)
     seen = {p["metadata"]["name"] for p in items}
     ready = {p["metadata"]["name"] for p in items if _ready(p)}
