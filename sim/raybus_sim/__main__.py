@@ -20,7 +20,7 @@ import uvloop
 import yaml
 from aiohttp import web
 
-from raybus.runtime.service import tune_gc
+from raybus.runtime.service import GC_GEN0, tune_gc
 from raybus_sim.apiserver import DEFAULT_CRD_DIR, start_apiserver, write_kubeconfig
 from raybus_sim.dashboard import DashboardRegistry, create_dashboard_app
 from raybus_sim.kubelet.client import ClusterView
@@ -138,7 +138,7 @@ def main() -> None:
     logging.basicConfig(level=args.log_level)
     # The simulator shares the bench's two cores with raybus and was its pacing element (one core
     # at 80-100% from apply to all-ready, issue 20): the services' GC settings and event loop.
-    tune_gc(50_000)
+    tune_gc(GC_GEN0)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(_main(args))
 

@@ -25,6 +25,7 @@ from raybus.observability.tracing import setup_tracing, shutdown_tracing
 from raybus.runtime.reachable import Need, wait_until_reachable
 
 STOP_GRACE_S = 8.0
+GC_GEN0 = 50_000  # CommonSettings.gc_gen0's default (why: there)
 
 
 class Service(Protocol):
@@ -59,7 +60,7 @@ class CommonSettings(BaseModel):
     # command-executor's CPU (issue 20, py-spy --native). Our objects are freed by reference
     # counting (JSON trees have no cycles), so collect young objects 1 in gc_gen0 allocations.
     # 0: CPython's defaults.
-    gc_gen0: int = 50_000
+    gc_gen0: int = GC_GEN0
 
 
 def _hard_exit(log: logging.Logger) -> None:
@@ -102,7 +103,7 @@ def common_parser(service: str) -> argparse.ArgumentParser:
         parser.add_argument("--" + name.lower().replace("_", "-"), default=_env(name, None))
     parser.add_argument("--event-loop", choices=("uvloop", "asyncio"), default=_env("EVENT_LOOP", "uvloop"),
                         help="uvloop (default) or asyncio's own loop")
-    parser.add_argument("--gc-gen0", type=int, default=int(_env("GC_GEN0", "50000") or 0),
+    parser.add_argument("--gc-gen0", type=int, default=int(_env("GC_GEN0", str(GC_GEN0)) or 0),
                         help="allocations between young GC collections (0: CPython's 700)")
     parser.add_argument("--bus-declare", default=_env("BUS_DECLARE", "1"),
                         help="1: declare streams/buckets at start; 0: wait for bus-admin's")
