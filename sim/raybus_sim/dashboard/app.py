@@ -65,15 +65,19 @@ def _refuse(request: web.Request) -> web.Response:
     raise asyncio.CancelledError
 
 
+def _truncated() -> web.Response:
+    return web.Response(
+        status=200, body=b'{"type": "SUBMISSION", "status": "RUNN', content_type="application/json"
+    )
+
+
 async def _apply_fault(fault: Fault, *, state: ClusterState, request: web.Request) -> web.Response | None:
     """Returns a garbage response, refuses, or (for "timeout") sleeps and lets the request proceed."""
     if fault.kind == "timeout":
         await asyncio.sleep(fault.sleep_s if fault.sleep_s is not None else state.settings.timeout_sleep_s)
         return None
     if fault.kind == "invalid_json":
-        return web.Response(
-            status=200, body=b'{"type": "SUBMISSION", "status": "RUNN', content_type="application/json"
-        )
+        return _truncated()
     if fault.kind == "html_502":
         return h.text(502, _HTML_502, content_type="text/html")
     if fault.kind == "html_200":
@@ -119,10 +123,22 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
     state.requests[f"{method} {name}"] += 1
     state.requests["total"] += 1
     fault = state.take_fault("/" + tail)
-    if fault is not None:
+    # A body cut short in a 200 means the head handled the request: a write (job submit, serve
+    # PUT) takes effect and only its answer is garbage. That is why a caller that, like KubeRay's
+    # UpdateDeployments, trusts the status code alone is still right to cache what it sent.
+    applied_then_cut = fault is not None and fault.kind == "invalid_json" and method != "GET"
+    if fault is not None and not applied_then_cut:
         faulty = await _apply_fault(fault, state=state, request=request)
         if faulty is not None:
             return faulty
+    response = await _answer(request, state=state, tail=tail, handler=handler, match=match)
+    return _truncated() if applied_then_cut else response
+
+
+async def _answer(request: web.Request, *, state: ClusterState, tail: str,
+                  handler: Handler | None, match: dict[str, str]) -> web.StreamResponse:
+    registry = request.app[REGISTRY_KEY]
+    method = request.method
     now = registry.clock()
     if tail.startswith("serve/"):
         response = h.proxy(state, tail=tail[6:], now=now)

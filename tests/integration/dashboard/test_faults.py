@@ -9,6 +9,7 @@ import pytest
 from raybus.adapters.dashboard import DashboardGarbage, DashboardUnreachable, JobNotFound
 from raybus.adapters.dashboard_models import JobStatus, JobSubmitRequest
 from tests.integration.dashboard.conftest import Sim
+from tests.integration.dashboard.test_serve import config
 
 pytestmark = pytest.mark.integration
 
@@ -46,6 +47,22 @@ async def test_garbage_and_gateway_errors(sim: Sim, kind: str, error: type[Excep
     with pytest.raises(error):
         await client.get_job_info("j")
     assert (await client.get_job_info("j")).submission_id == "j"  # faults used up: answers again
+
+
+async def test_garbage_answer_to_a_write_means_the_write_landed(sim: Sim) -> None:
+    """A 200 cut short: the head handled the request, only the answer is lost. The submit's
+    caller sees garbage (and, per submit_job's contract, may resubmit the same id); the serve
+    PUT's caller, like KubeRay's UpdateDeployments, reads only the status code."""
+    client = sim.client()
+    await sim.control("POST", "/ns/rc/faults", {"kind": "invalid_json", "count": 1, "path_contains": "/api/jobs"})
+    with pytest.raises(DashboardGarbage):
+        await client.submit_job(JobSubmitRequest(entrypoint="echo hi", submission_id="j"))
+    assert (await client.get_job_info("j")).submission_id == "j"
+    await sim.control("POST", "/ns/rc/faults", {"kind": "invalid_json", "count": 1, "path_contains": "/api/serve"})
+    await client.update_deployments(config("serve_config_v1"))
+    assert set((await client.get_serve_details()).applications) == {"app1", "app2"}
+    counts = (await sim.control("GET", "/ns/rc/requests")).json()
+    assert counts["PUT /api/serve/applications/"] == 1
 
 
 async def test_garbage_on_one_attempt_is_retried(sim: Sim) -> None:
