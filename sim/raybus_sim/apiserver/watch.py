@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import OrderedDict
 from typing import Any
 
 from aiohttp import web
+from pydantic_core import to_json
 
 from .errors import ApiError
 from .events import from_storage, is_converted
@@ -19,14 +19,14 @@ from .selectors import compile_field_selector, compile_label_selector
 from .store import Obj, Store
 from .table import to_table
 
-_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_DUMPS = to_json  # responses._DUMPS: compact, key order kept, twice json's speed
 # Encoded-object cache shared by all watchers: with N watchers on one resource each event is encoded once.
 # Entries keep the object alive so id() cannot be reused while cached.
-_CACHE: OrderedDict[int, tuple[Obj, str]] = OrderedDict()
+_CACHE: OrderedDict[int, tuple[Obj, bytes]] = OrderedDict()
 _CACHE_MAX = 4096
 
 
-def _encode(obj: Obj) -> str:
+def _encode(obj: Obj) -> bytes:
     hit = _CACHE.get(id(obj))
     if hit is not None and hit[0] is obj:
         return hit[1]
@@ -37,8 +37,8 @@ def _encode(obj: Obj) -> str:
     return text
 
 
-def _line(etype: str, obj_json: str) -> str:
-    return f'{{"type":"{etype}","object":{obj_json}}}\n'
+def _line(etype: str, obj_json: bytes) -> bytes:
+    return b'{"type":"' + etype.encode() + b'","object":' + obj_json + b'}\n'
 
 
 async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: str | None,
@@ -63,7 +63,7 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
                                        send_initial=send_initial)
     except ApiError as err:  # upstream answers 200 and sends the error (410 Expired) as an ERROR event
         await resp.prepare(request)
-        await resp.write(_line("ERROR", _DUMPS(err.status())).encode())
+        await resp.write(_line("ERROR", _DUMPS(err.status())))
         return resp
     try:
         await resp.prepare(request)
@@ -74,7 +74,7 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
     first_table = True
     converted = is_converted(rt)
 
-    def render(etype: str, obj: Obj) -> str:
+    def render(etype: str, obj: Obj) -> bytes:
         nonlocal first_table
         if table:
             t = to_table(rt, [from_storage(rt, obj) if converted else obj], obj["metadata"]["resourceVersion"],
@@ -85,18 +85,18 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
             return _line(etype, _DUMPS(from_storage(rt, obj)))
         return _line(etype, _encode(obj))
 
-    def bookmark(extra: dict[str, Any] | None = None) -> str:
+    def bookmark(extra: dict[str, Any] | None = None) -> bytes:
         meta: dict[str, Any] = {"resourceVersion": str(store.rv)}
         if extra:
             meta["annotations"] = extra
         return _line("BOOKMARK", _DUMPS({"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}))
 
     try:
-        chunk = "".join(render(t, o) for t, o in backlog)
+        chunk = b"".join(render(t, o) for t, o in backlog)
         if send_initial and bookmarks:
             chunk += bookmark({"k8s.io/initial-events-end": "true"})
         if chunk:
-            await resp.write(chunk.encode())
+            await resp.write(chunk)
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + bookmark_every
         queue = watcher.queue
@@ -111,7 +111,7 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
                 etype, obj = await asyncio.wait_for(queue.get(), timeout=wait)
             except TimeoutError:
                 if bookmarks and time.monotonic() >= next_bookmark:
-                    await resp.write(bookmark().encode())
+                    await resp.write(bookmark())
                     next_bookmark = time.monotonic() + bookmark_every
                 continue
             parts = []
@@ -123,7 +123,7 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
                     break
                 etype, obj = queue.get_nowait()
             if parts:
-                await resp.write("".join(parts).encode())
+                await resp.write(b"".join(parts))
             if etype == "CLOSE":
                 break
     except ConnectionResetError:

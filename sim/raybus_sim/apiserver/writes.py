@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 from aiohttp import web
+from pydantic_core import from_json
 
 from . import errors, protobuf
 from .auth import User
@@ -35,7 +36,10 @@ async def read_body(request: web.Request) -> Any:
     try:
         if "yaml" in ctype:
             return yaml.safe_load(raw)
-        return json.loads(raw)
+        try:
+            return from_json(raw)  # a third of json.loads' time on a Pod (issue 20)
+        except ValueError:
+            return json.loads(raw)  # for json's wording of the error, which clients see
     except (ValueError, yaml.YAMLError) as exc:
         raise errors.bad_request(f"error decoding request body: {exc}") from None
 
