@@ -9,6 +9,7 @@ control plane's (raybus_sim.controllers in the local server, kube-controller-man
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -68,6 +69,7 @@ class Kubelet:
         # id -> image (exact, or prefix ending in "*") whose pulls fail
         self.pull_failures: dict[int, str] = {}
         self._hold_seq = 0
+        self._adopted = itertools.count(1)
         self._ip = 0
         self.started = False
         # Submitter containers run `ray job ...` against these dashboards once set (submitter.py).
@@ -158,6 +160,7 @@ class Kubelet:
         if phase in ("Succeeded", "Failed"):
             return
         sim = PodSim.from_pod(pod, self.config.host_ip)
+        sim.order = next(self._adopted)
         self.pods[key] = sim
         if (pod.get("spec") or {}).get("nodeName") and phase == "Running":
             self._resume_running(sim, pod)
@@ -208,7 +211,8 @@ class Kubelet:
             if sim.held:
                 for c in sim.containers:
                     c.ready = False
-            return await self.api.write_pod_status(sim.namespace, sim.name, sim.uid, sim.render(cur.get("status")))
+            return await self.api.write_pod_status(sim.namespace, sim.name, sim.uid, sim.render(cur.get("status")),
+                                                   order=sim.order)
 
     def _next_ip(self) -> str:
         self._ip += 1
@@ -228,7 +232,7 @@ class Kubelet:
         sim.scheduled = True
         if not (cur.get("spec") or {}).get("nodeName"):
             # The scheduler's part: pods/binding sets nodeName and PodScheduled=True.
-            if not await self.api.bind(sim.namespace, sim.name, sim.uid, self.config.node_name):
+            if not await self.api.bind(sim.namespace, sim.name, sim.uid, self.config.node_name, order=sim.order):
                 return
         elif not await self.write_status(sim):
             return

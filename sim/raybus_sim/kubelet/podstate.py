@@ -98,6 +98,7 @@ class PodSim:
     held: bool = False
     terminating: bool = False
     cond_times: dict[str, tuple[str, str]] = field(default_factory=dict)
+    order: int = 0  # the node's adoption order: its writes queue behind older Pods' (client.WriteSlots)
     # One status write at a time, rendered under the lock: writes travel over HTTP now, and an
     # older render must never land after a newer one.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, compare=False, repr=False)
