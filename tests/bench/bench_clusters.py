@@ -56,10 +56,22 @@ class Timeline:
     """When each Pod was first seen and turned Ready, and each RayCluster turned ready (seconds
     from apply): where a run's time went, e.g. whether its tail waited for Pods or for status."""
 
-    def __init__(self) -> None:
+    def __init__(self, pods_per_cluster: int = 0) -> None:
         self.created: list[float] = []
         self.ready: list[float] = []
         self.clusters: list[float] = []
+        # When a RayCluster's last Pod was created / turned Ready: whether clusters converge one
+        # after another or all at the end (then each stays provisioning, and reconciled, longer).
+        self.pods_per_cluster = pods_per_cluster
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self.all_created: list[float] = []
+        self.all_ready: list[float] = []
+
+    def pod(self, what: str, cluster: str, at: float) -> None:
+        (self.created if what == "created" else self.ready).append(at)
+        self._counts[(what, cluster)] += 1
+        if self._counts[(what, cluster)] == self.pods_per_cluster:
+            (self.all_created if what == "created" else self.all_ready).append(at)
 
     def lines(self, end: float, steps: int = 10) -> list[str]:
         out = []
@@ -67,7 +79,9 @@ class Timeline:
             t = end * i / steps
             out.append(f"  {t:7.1f}s  pods created {sum(x <= t for x in self.created):>6}  "
                        f"pods ready {sum(x <= t for x in self.ready):>6}  "
-                       f"clusters ready {sum(x <= t for x in self.clusters):>5}")
+                       f"clusters: all pods created {sum(x <= t for x in self.all_created):>5}  "
+                       f"all pods ready {sum(x <= t for x in self.all_ready):>5}  "
+                       f"ready {sum(x <= t for x in self.clusters):>5}")
         return out
 
 
@@ -94,12 +108,13 @@ async def _follow_pods(kube: KubeClient, namespace: str, target: int, t0: float,
             if ev.type == "BOOKMARK":
                 continue
             name, now = ev.object["metadata"]["name"], time.perf_counter() - t0
+            cluster = str((ev.object["metadata"].get("labels") or {}).get("ray.io/cluster"))
             if ev.type != "DELETED" and name not in seen:
                 seen.add(name)
-                timeline.created.append(now)
+                timeline.pod("created", cluster, now)
             if ev.type != "DELETED" and name not in ready and _ready(ev.object):
                 ready.add(name)
-                timeline.ready.append(now)
+                timeline.pod("ready", cluster, now)
             if len(seen) >= target and not exists.done():
                 exists.set_result(now)
 
@@ -255,7 +270,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         }) if args.profile else None
         seqs_before = await _stream_seqs(nc)
         t0 = time.perf_counter()
-        timeline = Timeline()
+        timeline = Timeline(pods_per_cluster=args.workers + 1)
         exists: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         pods = asyncio.create_task(_watch_pods(kube, "bench", total, t0, timeline, exists))
         await asyncio.gather(*(kube.create(RC, _cluster(f"bench-{i}", args.workers), namespace="bench")
