@@ -344,6 +344,12 @@ class ControllerRuntime:
         if self.owns(key):
             self.queue.add(key)
 
+    def requeue_after(self, key: ObjectKey, delay_s: float) -> None:
+        """RequeueAfter from outside a run (e.g. when a write the run sent has landed); an earlier
+        requeue of the key already scheduled is kept."""
+        if self.owns(key):
+            self.queue.add_after(key, delay_s, earliest=True)
+
     def wake(self, key: ObjectKey, cause: str) -> None:
         """A change this replica's cache applied wakes `key`, as a trigger would, without one on
         the bus (controller-runtime's informer handlers feed its workqueue in process the same

@@ -71,12 +71,16 @@ class WorkQueue(Generic[K, T]):
         self._soon.pop(key, None)
         self.add(key)
 
-    def add_after(self, key: K, delay_s: float) -> None:
-        """Requeue later (KubeRay's RequeueAfter); a newer request for the key replaces the older."""
-        old = self._timers.pop(key, None)
+    def add_after(self, key: K, delay_s: float, *, earliest: bool = False) -> None:
+        """Requeue later (KubeRay's RequeueAfter); a newer request for the key replaces the older,
+        unless `earliest` (client-go's delaying queue: the sooner of the two is kept)."""
+        loop = asyncio.get_running_loop()
+        old = self._timers.get(key)
+        if old is not None and earliest and old.when() <= loop.time() + delay_s:
+            return
         if old is not None:
             old.cancel()
-        self._timers[key] = asyncio.get_running_loop().call_later(delay_s, self._fire, key)
+        self._timers[key] = loop.call_later(delay_s, self._fire, key)
 
     def add_rate_limited(self, key: K) -> float:
         """controller-runtime's AddRateLimited: one more failure of key, retried after the

@@ -200,12 +200,45 @@ def test_a_status_whose_outcome_never_comes_is_sent_again_long_before_a_lost_cre
     create = [CreateObject(reason="head svc", object={"kind": "Service", "metadata": {
         "namespace": "ns", "name": "c-head-svc"}})]
     assert inflight.drop_pending_creates(KEY, create, batch_id="c1") == create
-    clock.now = 29
+    clock.now = 119
     assert inflight.status_pending(KEY, status)
     assert inflight.status_pending(KEY, {**status, "readyWorkerReplicas": 2})  # held behind it
-    clock.now = 31  # no Outcome in 30 s: the newest status goes out
+    clock.now = 121  # no Outcome and not in the cache in 120 s: the newest status goes out
     assert not inflight.status_pending(KEY, {**status, "readyWorkerReplicas": 2})
     assert inflight.status_expires_in(KEY) == 0.0
     assert inflight.drop_pending_creates(KEY, create, batch_id="c2") == []  # still in flight
     clock.now = 301
     assert inflight.drop_pending_creates(KEY, create, batch_id="c3") == create
+
+
+def test_a_status_write_that_landed_asks_for_the_requeue_after_it_and_counts_from_its_outcome() -> None:
+    clock = Clock()
+    written: list[ObjectKey] = []
+    inflight = InFlightWrites(window_s=10, max_wait_s=100, clock=clock)
+    inflight.on_status_written = written.append
+    inflight.mark_status(KEY, {"state": "ready"}, batch_id="b1")
+    clock.now = 7  # held by a busy executor: in flight, nothing written yet
+    assert inflight.since_written(KEY) is None and not written
+    inflight.settle("b1", written_rv="42")
+    assert written == [KEY]  # KubeRay's 2 s requeue starts now, not at the send
+    clock.now = 8.5
+    assert inflight.since_written(KEY) == 1.5
+    inflight.mark_status(KEY, {"state": "suspended"}, batch_id="b2")
+    inflight.settle("b2", status_failed=True)  # refused: no "written" requeue (on_status_failed is)
+    assert written == [KEY]
+
+
+def test_a_status_the_cache_shows_counts_as_written_without_its_outcome() -> None:
+    """The Outcome lost, the write landed: the watch brought it to the cache, so the newer status
+    goes out at once instead of after status_max_wait."""
+    clock = Clock()
+    inflight = InFlightWrites(window_s=10, max_wait_s=300, clock=clock, differs=_differs)
+    status = {"state": "ready", "readyWorkerReplicas": 1, "lastUpdateTime": "a"}
+    newer = {**status, "readyWorkerReplicas": 2}
+    inflight.mark_status(KEY, status, batch_id="s1")
+    clock.now = 5
+    assert inflight.status_pending(KEY, newer, cached={"state": "provisioning"})  # not written yet
+    assert inflight.status_pending(KEY, newer, cached={**status, "lastUpdateTime": "b"}) is False
+    assert inflight.status_pending(KEY, status, cached=status)  # the same one: just written
+    clock.now = 16  # the window after "written" (5 s) passed and the cache never showed `status`
+    assert not inflight.status_pending(KEY, status)

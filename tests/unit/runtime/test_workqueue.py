@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -141,3 +142,22 @@ async def test_a_run_replaces_the_requeue_an_earlier_run_asked_for() -> None:
     assert queue.waiting(lambda k: True) == []  # nothing left scheduled for it
     queue.done("k")
     assert await _next_within(queue, 0.6) is None, "the superseded requeue still ran"
+
+
+async def test_add_after_earliest_keeps_a_sooner_requeue_and_replaces_a_later_one() -> None:
+    q: WorkQueue[str, int] = WorkQueue()
+    loop = asyncio.get_running_loop()
+    q.add_after("a", 0.05)
+    q.add_after("a", 30.0, earliest=True)  # later: the sooner one stays
+    key, _ = await asyncio.wait_for(q.get(), timeout=2.0)
+    assert key == "a"
+    q.done("a")
+    q.add_after("b", 30.0)
+    started = loop.time()
+    q.add_after("b", 0.05, earliest=True)  # sooner: replaces
+    key, _ = await asyncio.wait_for(q.get(), timeout=2.0)
+    assert key == "b" and loop.time() - started < 2.0
+    q.add_after("c", 0.05)
+    q.add_after("c", 30.0)  # without earliest the newer request wins, as before
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(q.get(), timeout=0.3)
