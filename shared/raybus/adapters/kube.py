@@ -29,6 +29,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic_core import PydanticSerializationError, from_json, to_jsonable_python
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
+from raybus.adapters.priority_limiter import PriorityLimiter
 from raybus.observability import restclient
 
 Json = dict[str, Any]
@@ -255,7 +256,7 @@ def _json_bodies_in_c(api: kclient.ApiClient) -> None:
 class KubeClient:
     """Generic JSON verbs; every call but a watch's streaming body goes through the limiter."""
 
-    def __init__(self, api: kclient.ApiClient, *, limiter: AsyncLimiter | None = None,
+    def __init__(self, api: kclient.ApiClient, *, limiter: AsyncLimiter | PriorityLimiter | None = None,
                  request_timeout_s: float = 30.0) -> None:
         _json_bodies_in_c(api)
         self.api = api
@@ -271,6 +272,8 @@ class KubeClient:
                                             seconds=time.monotonic() - started)
 
     async def close(self) -> None:
+        if isinstance(self._limiter, PriorityLimiter):
+            await self._limiter.close()
         await self.api.close()
 
     async def _call(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,

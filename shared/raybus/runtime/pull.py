@@ -45,12 +45,9 @@ class PullWorkers:
         self._heartbeat_s = max(0.2, float(config.ack_wait or 30.0) / 3)
         self._loop: asyncio.Task[None] | None = None
         self._active: set[asyncio.Task[None]] = set()
+        self.idle = asyncio.Event()  # set while no handler runs (nor a fetched message waits for one)
+        self.idle.set()
         self.handled = 0  # messages whose handler finished (observable for tests)
-
-    @property
-    def busy(self) -> bool:
-        """A handler is running (or a fetched message waits for one)."""
-        return bool(self._active)
 
     async def start(self) -> None:
         js = self._nc.jetstream()
@@ -94,10 +91,16 @@ class PullWorkers:
                 for msg in msgs:
                     task = asyncio.create_task(self._run(msg))
                     self._active.add(task)
-                    task.add_done_callback(self._active.discard)
+                    self.idle.clear()
+                    task.add_done_callback(self._finished)
         finally:
             with contextlib.suppress(Exception):
                 await psub.unsubscribe()
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._active.discard(task)
+        if not self._active:
+            self.idle.set()
 
     async def _run(self, msg: Msg) -> None:
         beat = asyncio.create_task(self._heartbeat(msg))
