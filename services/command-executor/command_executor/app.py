@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
 import uuid
@@ -94,7 +93,6 @@ class CommandExecutorService:
         self._nc: NATS | None = None
         self._workers: list[PullWorkers] = []
         self.applied = 0  # batches finished (observable for tests / bench)
-        self._arrivals = itertools.count(1)  # WRITE_PRIORITY: the order batches reached this replica
         self.answered_from_ledger = 0  # redeliveries answered without applying again
 
     @property
@@ -154,12 +152,17 @@ class CommandExecutorService:
 
     # --- status writes: level state, last value per object; no ledger needed ---------------------
     async def _handle_status(self, msg: Msg) -> None:
-        WRITE_PRIORITY.set(next(self._arrivals))  # this task's writes: after earlier batches'
+        arrived = asyncio.get_running_loop().time()
+        WRITE_PRIORITY.set(arrived)
         batch = await self._decode(msg)
         if batch is None or not await self._admit(msg, batch, status=True):
             return
         assert self.executor is not None
         if batch.controller == s.Controller.CLUSTER.value:
+            # Behind every batch that arrived up to status_defer_s later, the span it yields for:
+            # ahead of them it would take their tokens after all (pods-exist 1.12x against 1.07x
+            # at 100 clusters with its arrival time as priority).
+            WRITE_PRIORITY.set(arrived + self.settings.status_defer_s)
             await self._yield_to_commands()
         elif batch.after:
             await self._after_commands(batch.after)
@@ -200,7 +203,8 @@ class CommandExecutorService:
 
     # --- command batches: through the ledger ---------------------------------------------------------
     async def _handle_command(self, msg: Msg) -> None:
-        WRITE_PRIORITY.set(next(self._arrivals))  # KubeRay's order: one batch's creates, then the next's
+        # KubeRay's order: one batch's creates, then the next's (adapters/priority_limiter.py).
+        WRITE_PRIORITY.set(asyncio.get_running_loop().time())
         batch = await self._decode(msg)
         if batch is None or not await self._admit(msg, batch, status=False,  # before any claim
                                                   known=lambda answer: self._known(batch.reconcile_id, answer)):

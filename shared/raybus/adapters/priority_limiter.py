@@ -21,14 +21,15 @@ from contextvars import ContextVar
 
 from aiolimiter import AsyncLimiter
 
-# Set by the executor for the task applying a batch: lower is served first; 0 (no batch) first.
-WRITE_PRIORITY: ContextVar[int] = ContextVar("raybus_write_priority", default=0)
+# Set by the executor for the task applying a batch (the loop time it arrived): lower is served
+# first; 0 (no batch) first.
+WRITE_PRIORITY: ContextVar[float] = ContextVar("raybus_write_priority", default=0.0)
 
 
 class PriorityLimiter:
     def __init__(self, limiter: AsyncLimiter) -> None:
         self._limiter = limiter
-        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._waiting: list[tuple[float, int, asyncio.Future[None]]] = []
         self._tiebreak = itertools.count()  # FIFO among equal priorities
         self._pump: asyncio.Task[None] | None = None
 
