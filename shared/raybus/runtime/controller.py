@@ -122,6 +122,8 @@ class ControllerRuntime:
         self.leases: PartitionLeases | None = None
         self._tracer = trace.get_tracer(f"raybus.{controller.value}")
         self.reconciling: set[ObjectKey] = set()  # observable for tests
+        # Keys in _process -> whether requeue_after asked for a requeue meanwhile.
+        self._in_process: dict[ObjectKey, bool] = {}
 
     def partition(self, key: ObjectKey) -> int:
         return s.partition_of(key.namespace, key.name, self.bus.partitions)
@@ -298,6 +300,13 @@ class ControllerRuntime:
                 self.queue.add_after(key, 1.0)
             return
         parent = pendings[-1].ctx if pendings else None
+        self._in_process[key] = False
+        try:
+            await self._run(key, pendings, parent)
+        finally:
+            self._in_process.pop(key, None)
+
+    async def _run(self, key: ObjectKey, pendings: list[_Pending], parent: otel_context.Context | None) -> None:
         self.reconciling.add(key)
         try:
             with self._tracer.start_as_current_span("reconcile", context=parent,
@@ -325,7 +334,7 @@ class ControllerRuntime:
         if not result.published:
             self.queue.forget_failures(key)
         if result.requeue_after is not None:
-            self.queue.add_after(key, result.requeue_after)
+            self.queue.add_after(key, result.requeue_after, earliest=self._in_process.get(key, False))
 
     # --- outcomes of published commands feed the rate limiter -----------------------------------
     def owns(self, key: ObjectKey) -> bool:
@@ -346,9 +355,14 @@ class ControllerRuntime:
 
     def requeue_after(self, key: ObjectKey, delay_s: float) -> None:
         """RequeueAfter from outside a run (e.g. when a write the run sent has landed); an earlier
-        requeue of the key already scheduled is kept."""
+        requeue of the key already scheduled is kept, and so is this one when a run of the key
+        in progress asks for a later one as it ends (the Outcome of a status write can arrive
+        before the run that sent it has acked its triggers: make test beside two hogs, a resumed
+        RayCluster waited for the 120 s memo expiry instead of 2 s)."""
         if self.owns(key):
             self.queue.add_after(key, delay_s, earliest=True)
+            if key in self._in_process:
+                self._in_process[key] = True
 
     def wake(self, key: ObjectKey, cause: str) -> None:
         """A change this replica's cache applied wakes `key`, as a trigger would, without one on
