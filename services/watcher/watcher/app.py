@@ -24,6 +24,7 @@ from nats.aio.client import Client as NATS
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from raybus.adapters.informer import PUBLISH_WINDOW, Informer, Reconnect
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
 from raybus.bus import subjects as s
 from raybus.bus.connect import connect_nats
@@ -34,7 +35,6 @@ from raybus.observability.metrics import MESSAGES
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.service import CommonSettings
 from raybus.runtime.tasks import cancel_and_wait
-from watcher.informer import PUBLISH_WINDOW, Informer, Reconnect
 from watcher.optional import served
 from watcher.routing import (
     SERVICE_NAME_LABEL,

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from raybus.adapters.informer import meta
 from raybus.bus import subjects as s
 from raybus.decisions.cluster.batch_scheduler import pod_group_api_version
 from raybus.decisions.cluster.podutil import decision_view
@@ -46,6 +47,11 @@ class WatchSpec:
     # A CRD the cluster may not have (Gateway API, a batch scheduler's PodGroup): watched only while
     # API discovery shows it (watcher.optional), never a list/watch retried against a 404.
     optional: bool = False
+    metadata_only: bool = False  # the watcher publishes whole objects
+
+    @property
+    def name(self) -> str:
+        return self.kind.value
 
 
 WATCHES: tuple[WatchSpec, ...] = (
@@ -94,11 +100,6 @@ class Route:
     kind: s.Kind
     namespace: str
     name: str
-
-
-def meta(obj: Mapping[str, Any]) -> Json:
-    m = obj.get("metadata")
-    return m if isinstance(m, dict) else {}
 
 
 # What each container of a published Pod leaves out: what the container runs (command, args,
@@ -291,19 +292,3 @@ def msg_id(kind: s.Kind, obj: Mapping[str, Any], *, event_type: str) -> str:
     return f"{kind.value}/{m.get('namespace', '')}/{m.get('name', '')}/{m.get('resourceVersion', '')}{suffix}"
 
 
-def diff_relist(known: Mapping[tuple[str, str], Json],
-                items: list[Json]) -> list[tuple[str, Json]]:
-    """What a relist reveals, like client-go's DeltaFIFO.Replace: objects that vanished between
-    lists become DELETED (with the last object seen), new or changed ones SYNC, unchanged none."""
-    out: list[tuple[str, Json]] = []
-    seen: set[tuple[str, str]] = set()
-    for item in items:
-        m = meta(item)
-        key = (str(m.get("namespace") or ""), str(m.get("name") or ""))
-        seen.add(key)
-        old = known.get(key)
-        if old is None or meta(old).get("resourceVersion") != m.get("resourceVersion") \
-                or meta(old).get("uid") != m.get("uid"):
-            out.append(("SYNC", item))
-    out.extend(("DELETED", obj) for key, obj in known.items() if key not in seen)
-    return out

@@ -253,6 +253,22 @@ def _json_bodies_in_c(api: kclient.ApiClient) -> None:
     setattr(api, "sanitize_for_serialization", sanitize)  # noqa: B010  (an instance, not the class)
 
 
+# The Accept header of client-go's metadata client: objects as meta.k8s.io/v1 PartialObjectMetadata
+# (metadata only), lists as PartialObjectMetadataList, watch events likewise.
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"  # lists: 406 otherwise
+
+
+def _own_kind(obj: Json, res: Resource, metadata_only: bool) -> None:
+    """An object as its resource's kind: list items omit apiVersion/kind, and a metadata-only
+    answer names PartialObjectMetadata instead."""
+    if metadata_only:
+        obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+    else:
+        obj.setdefault("apiVersion", res.api_version)
+        obj.setdefault("kind", res.kind)
+
+
 class KubeClient:
     """Generic JSON verbs; every call but a watch's streaming body goes through the limiter."""
 
@@ -277,7 +293,8 @@ class KubeClient:
         await self.api.close()
 
     async def _call(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
-                    body: object = None, content_type: str = "application/json") -> Json:
+                    body: object = None, content_type: str = "application/json",
+                    accept: str = "application/json") -> Json:
         # client-go's rest client (request.go, checkWait): a 429, or a 5xx with Retry-After, was not
         # processed; it sleeps Retry-After and sends the request again, up to maxRetries (10) times,
         # each through the rate limiter. Without it an API server throttling for a second turned
@@ -285,7 +302,8 @@ class KubeClient:
         # tenacity: building its retry loop for every call was 5% of the command-executor's CPU
         # (issue 20), and almost every call succeeds or fails for good the first time.
         try:
-            return await self._call_once(method, path, query=query, body=body, content_type=content_type)
+            return await self._call_once(method, path, query=query, body=body, content_type=content_type,
+                                         accept=accept)
         except _RetryAfter as first:
             await asyncio.sleep(first.seconds)
         try:
@@ -293,13 +311,13 @@ class KubeClient:
                                                retry=retry_if_exception_type(_RetryAfter), reraise=True):
                 with attempt:
                     return await self._call_once(method, path, query=query, body=body,
-                                                 content_type=content_type)
+                                                 content_type=content_type, accept=accept)
         except _RetryAfter as retry:
             raise retry.error from None
         raise AssertionError("unreachable: AsyncRetrying reraises")
 
     async def _call_once(self, method: str, path: str, *, query: list[tuple[str, str]] | None,
-                         body: object, content_type: str) -> Json:
+                         body: object, content_type: str, accept: str) -> Json:
         await self._throttle(method)
         # One client span per API call (the executor's writes join the trace of the watch event
         # that caused them); client-go's request metrics alongside.
@@ -311,7 +329,7 @@ class KubeClient:
             try:
                 result, code, _ = await self.api.call_api(
                     path, method, query_params=query or [], body=body,
-                    header_params={"Accept": "application/json", "Content-Type": content_type},
+                    header_params={"Accept": accept, "Content-Type": content_type},
                     response_types_map=_OBJ_TYPES, auth_settings=_AUTH,
                     _return_http_data_only=False, _request_timeout=self._timeout)
             except ApiException as exc:
@@ -352,31 +370,39 @@ class KubeClient:
             raise
         return {str(r.get("name")) for r in doc.get("resources") or [] if "/" not in str(r.get("name"))}
 
-    async def get(self, res: Resource, *, namespace: str | None, name: str) -> Json:
-        return await self._call("GET", res.path(namespace=namespace, name=name))
+    async def get(self, res: Resource, *, namespace: str | None, name: str,
+                  metadata_only: bool = False) -> Json:
+        obj = await self._call("GET", res.path(namespace=namespace, name=name),
+                               accept=METADATA_ONLY if metadata_only else "application/json")
+        if metadata_only:
+            _own_kind(obj, res, True)
+        return obj
 
     async def list_page(self, res: Resource, *, namespace: str | None = None,
                    label_selector: str | None = None, limit: int = 500,
-                   continue_token: str | None = None) -> Json:
+                   continue_token: str | None = None, metadata_only: bool = False) -> Json:
         query = [("limit", str(limit))]
         if label_selector:
             query.append(("labelSelector", label_selector))
         if continue_token:
             query.append(("continue", continue_token))
-        return await self._call("GET", res.path(namespace=namespace), query=query)
+        return await self._call("GET", res.path(namespace=namespace), query=query,
+                                accept=METADATA_LIST if metadata_only else "application/json")
 
     async def list_all(self, res: Resource, *, namespace: str | None = None,
-                       label_selector: str | None = None, page: int = 500) -> tuple[list[Json], str]:
-        """Every page of a list; returns the items and the list's resourceVersion to watch from."""
+                       label_selector: str | None = None, page: int = 500,
+                       metadata_only: bool = False) -> tuple[list[Json], str]:
+        """Every page of a list; returns the items and the list's resourceVersion to watch from.
+        `metadata_only`: PartialObjectMetadata items (client-go's metadata informers), labelled
+        with the resource's own apiVersion/kind."""
         items: list[Json] = []
         token: str | None = None
         while True:
             page_body = await self.list_page(res, namespace=namespace, label_selector=label_selector,
-                                        limit=page, continue_token=token)
+                                             limit=page, continue_token=token, metadata_only=metadata_only)
             for item in page_body.get("items") or []:
                 # List items omit apiVersion/kind; restore them so published objects are whole.
-                item.setdefault("apiVersion", res.api_version)
-                item.setdefault("kind", res.kind)
+                _own_kind(item, res, metadata_only)
                 items.append(item)
             meta = page_body.get("metadata") or {}
             token = meta.get("continue") or None
@@ -384,8 +410,8 @@ class KubeClient:
                 return items, str(meta.get("resourceVersion") or "")
 
     async def watch(self, res: Resource, *, resource_version: str, namespace: str | None = None,
-                    label_selector: str | None = None,
-                    timeout_s: int = 300) -> AsyncIterator[WatchEvent]:
+                    label_selector: str | None = None, timeout_s: int = 300,
+                    metadata_only: bool = False) -> AsyncIterator[WatchEvent]:
         """One watch request; ends when the server closes it (timeoutSeconds). An ERROR event
         (410 Expired when resource_version is compacted) is raised as KubeError."""
         query = [("watch", "true"), ("allowWatchBookmarks", "true"),
@@ -396,8 +422,8 @@ class KubeClient:
         try:
             resp = await self.api.call_api(
                 res.path(namespace=namespace), "GET", query_params=query,
-                header_params={"Accept": "application/json"}, auth_settings=_AUTH,
-                _preload_content=False, _request_timeout=timeout_s + 30)
+                header_params={"Accept": METADATA_ONLY if metadata_only else "application/json"},
+                auth_settings=_AUTH, _preload_content=False, _request_timeout=timeout_s + 30)
         except _CONN_ERRORS as exc:
             restclient.observe_request(method="GET", host=self._host, code=None, seconds=None)
             raise KubeError(0, "ConnectionError", type(exc).__name__) from None
@@ -417,8 +443,7 @@ class KubeClient:
                 if etype == "ERROR":
                     raise KubeError.from_status(int(obj.get("code") or 500), obj)
                 if etype in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
-                    obj.setdefault("apiVersion", res.api_version)
-                    obj.setdefault("kind", res.kind)
+                    _own_kind(obj, res, metadata_only)
                     yield WatchEvent(type=etype, object=obj)
         except _CONN_ERRORS as exc:
             raise KubeError(0, "ConnectionError", type(exc).__name__) from None

@@ -17,7 +17,7 @@ from .params import int_param
 from .responses import WARNINGS, error_response, respond
 from .selectors import compile_field_selector, compile_label_selector
 from .store import Store
-from .table import to_table
+from .table import partial_metadata, partial_metadata_list, to_table, wants_metadata
 from .target import Target, parse_target, verb
 from .watch import serve_watch
 from .writes import (
@@ -101,6 +101,8 @@ def list_response(store: Store, t: Target, request: web.Request) -> web.Response
         table = to_table(rt, items, rv)
         table["metadata"] = meta
         return respond(table)
+    if wants_metadata(request.headers.get("Accept", ""), collection=True):
+        return respond(partial_metadata_list(items, meta))
     if not rt.custom:  # built-in list items carry no kind/apiVersion upstream
         items = [{k: v for k, v in o.items() if k != "kind" and k != "apiVersion"} for o in items]
     return respond({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items})
@@ -134,6 +136,8 @@ async def resource_handler(request: web.Request, segs: list[str], user: User) ->
         obj = from_storage(rt, store.get(rt, ns, t.name or ""))
         if wants_table(request):
             return respond(to_table(rt, [obj], obj["metadata"]["resourceVersion"]))
+        if wants_metadata(request.headers.get("Accept", ""), collection=False):
+            return respond(partial_metadata(obj))
         return respond(obj)
     if method == "POST":
         if t.sub in ("eviction", "binding") and t.name:

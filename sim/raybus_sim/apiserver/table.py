@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .errors import ApiError
 from .resources import ResourceType
 
 Obj = dict[str, Any]
@@ -187,3 +188,25 @@ def to_table(rt: ResourceType, objs: list[Obj], rv: str, *, with_defs: bool = Tr
         table["columnDefinitions"] = [
             {"name": n, "type": t, "format": f, "description": n, "priority": p} for n, t, f, p, _ in cols]
     return table
+
+
+# --- meta.k8s.io/v1 PartialObjectMetadata: client-go's metadata client (`as=` in Accept) ---------------
+def wants_metadata(accept: str, *, collection: bool) -> bool:
+    """Whether the Accept header asks for metadata only. A list must ask for
+    PartialObjectMetadataList and a get or watch for PartialObjectMetadata; the other form is 406."""
+    if "as=PartialObjectMetadata" not in accept:
+        return False
+    listed = "as=PartialObjectMetadataList" in accept
+    if listed != collection or "g=meta.k8s.io" not in accept or "v=v1" not in accept:
+        raise ApiError(406, "NotAcceptable", "only the following media types are accepted: application/json, "
+                       "application/yaml, application/vnd.kubernetes.protobuf")
+    return True
+
+
+def partial_metadata(obj: Obj) -> Obj:
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+
+
+def partial_metadata_list(items: list[Obj], meta: Obj) -> Obj:
+    return {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+            "items": [partial_metadata(o) for o in items]}

@@ -17,7 +17,7 @@ from .params import int_param
 from .resources import ResourceType
 from .selectors import compile_field_selector, compile_label_selector
 from .store import Obj, Store
-from .table import to_table
+from .table import partial_metadata, to_table, wants_metadata
 
 _DUMPS = to_json  # responses._DUMPS: compact, key order kept, twice json's speed
 # Encoded-object cache shared by all watchers: with N watchers on one resource each event is encoded once.
@@ -50,6 +50,7 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
         fsel = f"metadata.name={name}" + (f",{fsel}" if fsel else "")
     pred_f = compile_field_selector(fsel, plural=rt.plural, group=rt.group, custom=rt.custom)
     table = "as=Table" in request.headers.get("Accept", "")
+    metadata_only = wants_metadata(request.headers.get("Accept", ""), collection=False)
     bookmarks = q.get("allowWatchBookmarks") in ("1", "true", "True")
     send_initial = q.get("sendInitialEvents") in ("1", "true", "True")
     timeout = float(int_param(q, "timeoutSeconds") or request.app[STATE].watch_timeout)
@@ -81,6 +82,8 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
                          with_defs=first_table)
             first_table = False
             return _line(etype, _DUMPS(t))
+        if metadata_only:
+            return _line(etype, _DUMPS(partial_metadata(obj)))
         if converted:
             return _line(etype, _DUMPS(from_storage(rt, obj)))
         return _line(etype, _encode(obj))
@@ -89,7 +92,9 @@ async def serve_watch(request: web.Request, store: Store, rt: ResourceType, ns: 
         meta: dict[str, Any] = {"resourceVersion": str(store.rv)}
         if extra:
             meta["annotations"] = extra
-        return _line("BOOKMARK", _DUMPS({"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}))
+        kind = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1"} if metadata_only else \
+            {"kind": rt.kind, "apiVersion": rt.api_version}
+        return _line("BOOKMARK", _DUMPS({**kind, "metadata": meta}))
 
     try:
         chunk = b"".join(render(t, o) for t, o in backlog)

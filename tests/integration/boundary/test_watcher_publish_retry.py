@@ -18,10 +18,10 @@ from typing import Any
 
 from nats.js.errors import NoStreamResponseError
 
+from raybus.adapters.informer import Informer
 from raybus.adapters.kube import KubeClient, new_api_client, resource_for
 from raybus.bus import subjects as s
 from tests.integration.boundary.conftest import until
-from watcher.informer import Informer
 from watcher.routing import WatchSpec
 
 POD = resource_for("v1", "Pod")

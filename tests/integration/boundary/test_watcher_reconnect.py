@@ -15,11 +15,11 @@ import socket
 import time
 from pathlib import Path
 
+from raybus.adapters.informer import Informer, Reconnect
 from raybus.adapters.kube import KubeClient, new_api_client
 from raybus.bus import subjects as s
 from raybus_sim.apiserver import write_kubeconfig
 from tests.integration.boundary.conftest import until
-from watcher.informer import Informer, Reconnect
 from watcher.routing import WatchSpec
 
 SPEC = WatchSpec(s.Kind.POD, "v1", "Pod", label_selector="ray.io/cluster")

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from command_executor.executor import Executor
+from raybus.adapters.informer import Informer
 from raybus.adapters.kube import KubeClient, Resource, WatchEvent
 from raybus.api.raycluster import RayCluster
 from raybus.bus.envelopes import CommandBatch, ObjectKey
@@ -34,7 +35,6 @@ from tests.unit.decisions.job import world as job_world
 from tests.unit.decisions.service import test_incremental as service_incremental
 from tests.unit.decisions.service import test_properties as service_props
 from tests.unit.decisions.service import world as service_world
-from watcher.informer import Informer
 from watcher.routing import WATCHES
 
 Json = dict[str, Any]
@@ -189,14 +189,16 @@ class RecordingKube(KubeClient):
         self.uid: str | None = None
 
     async def _call(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
-                    body: object = None, content_type: str = "application/json") -> Json:
+                    body: object = None, content_type: str = "application/json",
+                    accept: str = "application/json") -> Json:
         self.calls.append(Call(method, path.split("?")[0]))
         name = path.rstrip("/").split("/")[-1]
         return {"metadata": {"name": name, "namespace": "default", "uid": self.uid or "uid", "resourceVersion": "1"},
                 "items": []}
 
     async def watch(self, res: Resource, *, resource_version: str, namespace: str | None = None,
-                    label_selector: str | None = None, timeout_s: int = 300) -> AsyncIterator[WatchEvent]:
+                    label_selector: str | None = None, timeout_s: int = 300,
+                    metadata_only: bool = False) -> AsyncIterator[WatchEvent]:
         self.calls.append(Call("GET", res.path(namespace=namespace), watch=True))
         return
         yield  # an async generator that ends at once

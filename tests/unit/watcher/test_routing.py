@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from raybus.adapters.informer import diff_relist
 from raybus.bus import subjects as s
 from watcher.routing import (
     WATCHES,
     Route,
     cluster_owner,
-    diff_relist,
     msg_id,
     only_cluster_decisions_read,
     pod_update_matters,

@@ -29,13 +29,12 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from raybus.adapters.kube import KubeClient, KubeError, resource_for
-from watcher.routing import WatchSpec, diff_relist, meta
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
@@ -51,6 +50,46 @@ PUBLISH_WINDOW = 128
 Key = tuple[str, str]
 # sink(event_type, object, previously published object or None) -> keep tracking the object?
 Sink = Callable[[str, Json, Json | None], Awaitable[bool]]
+
+
+class WatchSpec(Protocol):
+    """What one informer lists and watches (the watcher's routing.WatchSpec, the executor's own)."""
+
+    @property
+    def name(self) -> str: ...  # for logs
+    @property
+    def api_version(self) -> str: ...
+    @property
+    def k8s_kind(self) -> str: ...
+    @property
+    def label_selector(self) -> str | None: ...
+    @property
+    def owned_only(self) -> bool: ...
+    @property
+    def metadata_only(self) -> bool: ...  # PartialObjectMetadata lists and watches
+
+
+def meta(obj: Mapping[str, Any]) -> Json:
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def diff_relist(known: Mapping[tuple[str, str], Json],
+                items: list[Json]) -> list[tuple[str, Json]]:
+    """What a relist reveals, like client-go's DeltaFIFO.Replace: objects that vanished between
+    lists become DELETED (with the last object seen), new or changed ones SYNC, unchanged none."""
+    out: list[tuple[str, Json]] = []
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        m = meta(item)
+        key = (str(m.get("namespace") or ""), str(m.get("name") or ""))
+        seen.add(key)
+        old = known.get(key)
+        if old is None or meta(old).get("resourceVersion") != m.get("resourceVersion") \
+                or meta(old).get("uid") != m.get("uid"):
+            out.append(("SYNC", item))
+    out.extend(("DELETED", obj) for key, obj in known.items() if key not in seen)
+    return out
 
 
 class Reconnect:
@@ -119,12 +158,13 @@ class Informer:
     async def relist(self, *, why: str) -> None:
         try:
             items, rv = await self._kube.list_all(self._res, namespace=self._ns,
-                                                  label_selector=self.spec.label_selector)
+                                                  label_selector=self.spec.label_selector,
+                                                  metadata_only=self.spec.metadata_only)
         finally:
             self.attempted.set()
         self._reconnect.reached()
         changes = diff_relist(self.known, items)
-        log.info("relisted", extra={"kind": self.spec.kind.value, "why": why, "items": len(items),
+        log.info("relisted", extra={"kind": self.spec.name, "why": why, "items": len(items),
                                     "candidates": len(changes), "resource_version": rv})
         # A relist holds distinct objects only, so they may be published concurrently (in chunks,
         # to bound in-flight publishes); watch events stay strictly in order.
@@ -174,7 +214,7 @@ class Informer:
         self._failing += 1  # hold back new watch events until this one lands
         self._unblocked.clear()
         self.publish_failures += 1
-        log.warning("publish failed; retrying", extra={"kind": self.spec.kind.value, "error": repr(first),
+        log.warning("publish failed; retrying", extra={"kind": self.spec.name, "error": repr(first),
                                                        "retry_s": PUBLISH_RETRY_S})
         try:
             await asyncio.sleep(PUBLISH_RETRY_S)
@@ -195,7 +235,7 @@ class Informer:
     def _publish_failed(self, state: RetryCallState) -> None:
         self.publish_failures += 1
         log.warning("publish failed; retrying", extra={
-            "kind": self.spec.kind.value, "error": repr(state.outcome.exception() if state.outcome else None),
+            "kind": self.spec.name, "error": repr(state.outcome.exception() if state.outcome else None),
             "retry_s": state.next_action.sleep if state.next_action else None})
 
     async def run(self) -> None:
@@ -213,13 +253,13 @@ class Informer:
                 raise
             except KubeError as exc:
                 if exc.gone:
-                    log.info("watch expired, relisting", extra={"kind": self.spec.kind.value,
+                    log.info("watch expired, relisting", extra={"kind": self.spec.name,
                                                                 "resource_version": self.resource_version})
                     need_list = True
                     continue
                 self.api_failures += 1
                 log.warning("list/watch failed, retrying from last resourceVersion",
-                            extra={"kind": self.spec.kind.value, "code": exc.code, "reason": exc.reason,
+                            extra={"kind": self.spec.name, "code": exc.code, "reason": exc.reason,
                                    "backoff_s": backoff})
                 pause = backoff * random.uniform(1.0, 1.5)
                 if exc.code == 0 or exc.code >= 500:  # unreachable or restarting: wake when it is back
@@ -230,7 +270,7 @@ class Informer:
                     await asyncio.sleep(pause)
                 backoff = min(backoff * 2, 30.0)
             except Exception:
-                log.exception("informer error", extra={"kind": self.spec.kind.value})
+                log.exception("informer error", extra={"kind": self.spec.name})
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
 
@@ -243,7 +283,8 @@ class Informer:
         try:
             async for event in self._kube.watch(self._res, resource_version=self.resource_version,
                                                 namespace=self._ns, timeout_s=timeout,
-                                                label_selector=self.spec.label_selector):
+                                                label_selector=self.spec.label_selector,
+                                                metadata_only=self.spec.metadata_only):
                 if not reached:
                     reached = True
                     self._reconnect.reached()
@@ -289,7 +330,7 @@ class Informer:
         if self._inflight.get(key) is task:
             del self._inflight[key]
         if not task.cancelled() and task.exception() is not None:
-            log.error("publish failed", exc_info=task.exception(), extra={"kind": self.spec.kind.value})
+            log.error("publish failed", exc_info=task.exception(), extra={"kind": self.spec.name})
         self._advance()  # the watch loop raises the failure of its oldest event, if any
 
     def _advance(self) -> BaseException | None:
