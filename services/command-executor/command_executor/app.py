@@ -33,16 +33,16 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from opentelemetry import trace
 
-from command_executor.admission import Admission, Known
+from command_executor.admission import Admission, Known, redacted
 from command_executor.executor import BatchResult, Executor
 from command_executor.mapping import describe, target_of
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
 from raybus.adapters.priority_limiter import WRITE_PRIORITY, PriorityLimiter
 from raybus.bus import subjects as s
-from raybus.bus.codec import decode_or_dead_letter
+from raybus.bus.codec import dead_letter, decode_or_dead_letter
 from raybus.bus.connect import connect_nats
 from raybus.bus.envelopes import CommandBatch, CommandResult, Outcome
-from raybus.bus.ledger import BatchLedger, BatchRecord, with_landed
+from raybus.bus.ledger import BatchLedger, BatchRecord, command_key, digest_of, with_landed
 from raybus.bus.publish import publish_outcome
 from raybus.bus.streams import (
     BusSettings,
@@ -50,6 +50,7 @@ from raybus.bus.streams import (
     ensure_streams,
     status_consumer_config,
 )
+from raybus.decisions.settings import DecisionSettings
 from raybus.observability.metrics import MESSAGES
 from raybus.observability.tracing import extract_context
 from raybus.runtime.pull import PullWorkers
@@ -79,6 +80,10 @@ class ExecutorSettings(CommonSettings):
     # watcher; admission has its own tests. Never off in a deployment.
     admission: bool = True
     status_after_s: float = 10.0  # longest a RayJob/RayService status waits for its reconcile's batch
+    # What admission rebuilds created objects with: the reconcilers' operator settings, loaded the
+    # same way (runtime/decision_settings.py).
+    decision: DecisionSettings = DecisionSettings()
+    watch_namespace: str | None = None  # KubeRay's watchNamespace: the informers' scope
 
 
 class CommandExecutorService:
@@ -115,8 +120,13 @@ class CommandExecutorService:
         await ensure_streams(js, self.bus)
         self.ledger = await BatchLedger.open(js, declare=self.bus.declare)
         if self.settings.admission:
-            self.admission = Admission(self.nc, service=SERVICE, wait_s=self.settings.admission_wait_s,
-                                       max_deliver=self.settings.max_deliver)
+            # The informers' list/watch calls get their own limiter, as controller-runtime's cache
+            # builds its clients apart from the manager's writer.
+            informers_kube = KubeClient(self._kube.api, limiter=rate_limiter(self.settings.kube_qps,
+                                                                             self.settings.kube_burst))
+            self.admission = Admission(self.nc, informers_kube, service=SERVICE, settings=self.settings.decision,
+                                       namespace=self.settings.watch_namespace,
+                                       wait_s=self.settings.admission_wait_s, max_deliver=self.settings.max_deliver)
             await self.admission.start()
         self._workers = [
             PullWorkers(self.nc, stream=s.STREAM_COMMANDS, config=command_consumer_config(self.bus),
@@ -196,7 +206,7 @@ class CommandExecutorService:
         assert self.ledger is not None
         deadline = time.monotonic() + self.settings.status_after_s
         while time.monotonic() < deadline:
-            record, _ = await self.ledger.get(batch_id)
+            record, _ = await self.ledger.get(command_key(batch_id))
             if record is not None and record.state in ("done", "revoked"):
                 return
             await asyncio.sleep(0.02)
@@ -206,32 +216,37 @@ class CommandExecutorService:
         # KubeRay's order: one batch's creates, then the next's (adapters/priority_limiter.py).
         WRITE_PRIORITY.set(asyncio.get_running_loop().time())
         batch = await self._decode(msg)
+        digest = digest_of(msg.data)  # what a ledger record for this batch must have been claimed for
+        key = command_key(batch.reconcile_id) if batch is not None else ""
         if batch is None or not await self._admit(msg, batch, status=False,  # before any claim
-                                                  known=lambda answer: self._known(batch.reconcile_id, answer)):
+                                                  known=lambda answer: self._known(key, digest, answer)):
             return
         assert self.ledger is not None
         holder = f"{self.settings.replica_id}/{uuid.uuid4().hex[:8]}"  # one per handling
         lease_s = self.settings.ack_wait_s
-        claim = await self.ledger.claim(batch.reconcile_id, holder=holder, lease_s=lease_s,
-                                        now=time.time())
+        claim = await self.ledger.claim(key, controller=batch.controller, digest=digest, holder=holder,
+                                        lease_s=lease_s, now=time.time())
+        if claim.foreign:
+            await self._foreign(msg, batch)
+            return
         if not claim.won:
             await self._answer_unclaimed(msg, batch, claim.record)
             return
         with tracer.start_as_current_span("apply-batch", context=extract_context(msg.headers), attributes={
                 "raybus.key": str(batch.key), "raybus.reconcile_id": batch.reconcile_id}):
-            result = await self._apply_under_lease(batch, holder=holder, revision=claim.revision,
-                                                   landed=claim.landed)
+            result = await self._apply_under_lease(batch, key=key, digest=digest, holder=holder,
+                                                   revision=claim.revision, landed=claim.landed)
             if result is None:  # the lease was lost: the replica that took it over reports
                 return
             batch_result, revision = result
             # What earlier deliveries landed counts even where this one met an error (ledger.with_landed)
             results = with_landed(claim.landed, batch_result.results)
             if batch_result.transient and self._delivered(msg) < self.settings.max_deliver:
-                await self.ledger.release(batch.reconcile_id, revision=revision, applied=results)
+                await self.ledger.release(key, revision=revision, digest=digest, applied=results)
                 await self._nak_transient(msg, batch, batch_result)
                 return
-            if not await self.ledger.finish(batch.reconcile_id, revision=revision,
-                                            results=results, now=time.time()):
+            if not await self.ledger.finish(key, revision=revision, results=results, now=time.time(),
+                                            digest=digest):
                 return
             await self._report(batch, results)
             await msg.ack()
@@ -249,17 +264,29 @@ class CommandExecutorService:
             MESSAGES.labels(SERVICE, "status" if status else "command", "not_admitted").inc()
         return admitted
 
-    async def _known(self, batch_id: str,
+    async def _known(self, key: str, digest: str,
                      answer: Callable[[list[CommandResult]], list[CommandResult]]) -> bool:
         """Before admission refuses a batch: make the refusal final in the ledger
-        (`BatchLedger.refuse`), so no later copy can be claimed. False: revoked, refuse it. True:
-        the ledger had it from a claim, i.e. admitted before: the claim path answers it (done:
-        its recorded results, which for a released batch are now what landed plus the refusal;
-        applying under a live lease: wait; lapsed: take it over and re-apply, idempotent as
-        every takeover)."""
+        (`BatchLedger.refuse`), so no later copy can be claimed. True only where an executor
+        claimed this very body before (its record carries the body's digest), i.e. admitted it
+        then: the claim path answers it (done: its recorded results, which for a released batch
+        are now what landed plus the refusal; applying under a live lease: wait; lapsed: take it
+        over and re-apply, idempotent as every takeover). Anything else is refused: only
+        executors write the ledger, and a record of another body proves nothing about this one."""
         assert self.ledger is not None
-        record = await self.ledger.refuse(batch_id, now=time.time(), answer=answer)
-        return record is not None and record.state != "revoked"
+        record = await self.ledger.refuse(key, digest=digest, now=time.time(), answer=answer)
+        return record is not None and record.digest == digest and record.state != "revoked"
+
+    async def _foreign(self, msg: Msg, batch: CommandBatch) -> None:
+        """A batch whose id the ledger holds for another body: a forged copy of an admitted id.
+        Never applied, never answered on the bus (the real batch's Outcome stands)."""
+        log.warning("batch reuses the id of another batch in the command ledger; not applied", extra={
+            "reconcile_id": batch.reconcile_id, "controller": batch.controller, "key": str(batch.key),
+            "subject": msg.subject})
+        MESSAGES.labels(SERVICE, "command", "foreign").inc()
+        await dead_letter(self.nc, service=SERVICE, subject=msg.subject, data=redacted(batch),
+                          error="the command ledger holds another batch under this id")
+        await msg.ack()
 
     async def _answer_unclaimed(self, msg: Msg, batch: CommandBatch, record: BatchRecord | None) -> None:
         """A batch we may not apply: already done (redelivered/duplicated), revoked by its
@@ -283,7 +310,7 @@ class CommandExecutorService:
         wait = max(0.2, (record.lease_until - time.time()) if record is not None else 1.0)
         await msg.nak(delay=min(wait + 0.1, self.settings.ack_wait_s))
 
-    async def _apply_under_lease(self, batch: CommandBatch, *, holder: str, revision: int,
+    async def _apply_under_lease(self, batch: CommandBatch, *, key: str, digest: str, holder: str, revision: int,
                                  landed: tuple[CommandResult, ...]) -> tuple[BatchResult, int] | None:
         """Apply while renewing the claim; None if another replica took the claim over."""
         assert self.executor is not None and self.ledger is not None
@@ -294,8 +321,8 @@ class CommandExecutorService:
                 done, _ = await asyncio.wait({task}, timeout=lease_s / 3)
                 if done:
                     return task.result(), revision
-                renewed = await self.ledger.renew(batch.reconcile_id, holder=holder, revision=revision,
-                                                  lease_s=lease_s, now=time.time(), landed=landed)
+                renewed = await self.ledger.renew(key, holder=holder, revision=revision, lease_s=lease_s,
+                                                  now=time.time(), digest=digest, landed=landed)
                 if renewed is None:
                     log.warning("lost the claim on a batch mid-apply; stopping", extra={
                         "reconcile_id": batch.reconcile_id})

@@ -43,9 +43,9 @@ from raybus.adapters.dashboard import (
 )
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.bus import subjects as s
-from raybus.bus.codec import decode_or_dead_letter
+from raybus.bus.codec import dead_letter, decode_or_dead_letter
 from raybus.bus.envelopes import CommandResult, DashboardCommandMessage, DashboardResultMessage
-from raybus.bus.ledger import BatchLedger, BatchRecord
+from raybus.bus.ledger import BatchLedger, BatchRecord, digest_of
 from raybus.bus.publish import (
     DASHBOARD_RESULT_KIND,
     dashboard_ledger_key,
@@ -208,8 +208,17 @@ class CommandRunner:
             return
         seq = msg.metadata.sequence.stream if msg.metadata else 0
         key = dashboard_ledger_key(command.command_id)
+        digest = digest_of(msg.data)
         holder = f"{self._replica}/{uuid.uuid4().hex[:8]}"
-        claim = await self._ledger.claim(key, holder=holder, lease_s=self._lease_s, now=time.time())
+        claim = await self._ledger.claim(key, controller=command.controller, digest=digest, holder=holder,
+                                         lease_s=self._lease_s, now=time.time())
+        if claim.foreign:  # a forged copy of a command id already recorded: never executed
+            log.warning("dashboard command reuses the id of another command in the ledger; not executed",
+                        extra={"command_id": command.command_id, "subject": msg.subject})
+            await dead_letter(self._nc, service=SERVICE, subject=msg.subject, data=msg.data,
+                              error="the command ledger holds another command under this id")
+            await msg.ack()
+            return
         if not claim.won:
             await self._answer_unclaimed(msg, command, claim.record, seq=seq)
             return
@@ -221,7 +230,7 @@ class CommandRunner:
                 if done:
                     break
                 renewed = await self._ledger.renew(key, holder=holder, revision=revision,
-                                                   lease_s=self._lease_s, now=time.time())
+                                                   lease_s=self._lease_s, now=time.time(), digest=digest)
                 if renewed is None:
                     log.warning("lost the claim on a dashboard command; stopping",
                                 extra={"command_id": command.command_id})
@@ -234,13 +243,13 @@ class CommandRunner:
         result, obs_seq = task.result()
         record = CommandResult(op=result.op, target=result.cluster, ok=result.state == "ok",
                                error_reason=_STATE_REASON.get(result.state), message=result.message)
-        if not await self._finish(key, revision=revision, record=record):
+        if not await self._finish(key, revision=revision, record=record, digest=digest):
             return  # another replica took the claim over: it reports
         await self._report(command, result, seq=seq, observation_seq=obs_seq)
         await msg.ack()
         self.executed += 1
 
-    async def _finish(self, key: str, *, revision: int, record: CommandResult) -> bool:
+    async def _finish(self, key: str, *, revision: int, record: CommandResult, digest: str) -> bool:
         """Record the executed write in the ledger, retried in place while NATS elects a leader
         (as the watcher's publishes, informer.py): a failure here would redeliver the command and,
         once the lease lapsed, execute the write again. Within half the lease the claim is ours."""
@@ -248,7 +257,8 @@ class CommandRunner:
                                            wait=wait_exponential(multiplier=0.1, min=0.1, max=2.0),
                                            retry=retry_if_exception_type(NatsError), reraise=True):
             with attempt:
-                return bool(await self._ledger.finish(key, revision=revision, results=[record], now=time.time()))
+                return bool(await self._ledger.finish(key, revision=revision, results=[record], now=time.time(),
+                                                      digest=digest))
         raise AssertionError("unreachable: AsyncRetrying reraises")
 
     async def _run(self, command: DashboardCommandMessage, *, taken_over: bool = False

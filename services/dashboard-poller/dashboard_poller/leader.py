@@ -17,8 +17,10 @@ import time
 from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 
+from raybus.bus import subjects as s
+
 log = logging.getLogger(__name__)
-LEASE_KEY = "lease-dashboard-poller"
+LEASE_KEY = s.POLLER_LEASE_KEY
 
 
 class LeaderLease:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 from job_reconciler.app import create_app
-from raybus.decisions.job.settings import JobSettings
+from raybus.runtime.decision_settings import add_decision_flags, decision_settings
 from raybus.runtime.service import common_parser, common_settings, serve
 
 SERVICE = "job-reconciler"
@@ -13,15 +11,13 @@ SERVICE = "job-reconciler"
 
 def main() -> None:
     parser = common_parser(SERVICE)
-    parser.add_argument("--feature-gates", default=os.environ.get("RAYBUS_FEATURE_GATES", ""),
-                        help="KubeRay --feature-gates syntax, e.g. RayJobDeletionPolicy=false")
+    add_decision_flags(parser)
     args = parser.parse_args()
     settings = common_settings(SERVICE, args)
     # KubeRay's RayJob controller reads its knobs (RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS,
     # RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS, DELETE_RAYJOB_CR_AFTER_JOB_FINISHES, ...) from the operator's
     # environment with os.Getenv; we read them once, here at the edge, and pass them into pure code.
-    job_settings = JobSettings.from_env(os.environ, feature_gates=args.feature_gates)
-    serve(settings, create_app(settings, job_settings), needs=("nats", "redis"))
+    serve(settings, create_app(settings, decision_settings(args).job), needs=("nats", "redis"))
 
 
 if __name__ == "__main__":

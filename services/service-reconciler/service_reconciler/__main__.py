@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
-from raybus.decisions.service.model import ServiceSettings
+from raybus.runtime.decision_settings import add_decision_flags, decision_settings
 from raybus.runtime.service import common_parser, common_settings, serve
 from service_reconciler.app import create_app
 
@@ -13,14 +11,12 @@ SERVICE = "service-reconciler"
 
 def main() -> None:
     parser = common_parser(SERVICE)
-    parser.add_argument("--feature-gates", default=os.environ.get("RAYBUS_FEATURE_GATES", ""),
-                        help="KubeRay --feature-gates syntax, e.g. RayServiceIncrementalUpgrade=true")
+    add_decision_flags(parser)
     args = parser.parse_args()
     settings = common_settings(SERVICE, args)
     # KubeRay's knobs (ENABLE_ZERO_DOWNTIME, ...) come from the operator's environment: read once,
     # here at the edge, and passed into the pure decision code.
-    service_settings = ServiceSettings.from_env(os.environ, feature_gates=args.feature_gates)
-    serve(settings, create_app(settings, service_settings), needs=("nats", "redis"))
+    serve(settings, create_app(settings, decision_settings(args).service), needs=("nats", "redis"))
 
 
 if __name__ == "__main__":

@@ -126,7 +126,7 @@ class Informer:
                  known: dict[Key, Json] | None = None, namespace: str | None = None,
                  resync_s: float = 600.0, watch_timeout_s: int = 300,
                  reconnect: Reconnect | None = None, window: int = PUBLISH_WINDOW,
-                 transform: Callable[[Json], Json] | None = None) -> None:
+                 transform: Callable[[Json], Json] | None = None, inline: bool = False) -> None:
         self._kube = kube
         # Applied to every object before the sink and `known` see it (the watcher's sanitize):
         # the previous version handed to the sink is then the one published, transformed once.
@@ -147,6 +147,9 @@ class Informer:
         self.synced = asyncio.Event()
         self.attempted = asyncio.Event()  # first list tried (may have failed, e.g. CRD missing)
         self._window = max(1, window)
+        # A sink that only updates memory (the command-executor's own cache) is applied in line:
+        # no task per event, which is what pipelining NATS publishes costs.
+        self._inline = inline
         # Watch events in watch order: (its publish task, or None for a BOOKMARK; its rv).
         self._pending: deque[tuple[asyncio.Task[None] | None, str]] = deque()
         self._inflight: dict[Key, asyncio.Task[None]] = {}  # the newest publish per object
@@ -312,6 +315,10 @@ class Informer:
         the stream in watch order: the reconcilers' caches take the highest Pod resourceVersion
         applied as "every Pod change up to here is in" (ObjectCache.rv_watermark, which scale
         expectations use to tell "not seen yet" from "gone")."""
+        if self._inline:
+            await self._apply(etype, obj)
+            self._pending.append((None, rv))
+            return
         await self._unblocked.wait()
         key = _key(obj)
         if (before := self._inflight.get(key)) is not None:

@@ -46,8 +46,12 @@ async def decode_or_dead_letter(
         DEAD_LETTERS.labels(service=service, subject_kind=kind).inc()
         log.warning("dead-lettered undecodable message", extra={"subject": subject,
                                                                  "errors": exc.error_count()})
-        await nc.jetstream().publish(
-            s.dead_letter_subject(service), data,
-            headers={h.DLQ_SUBJECT: subject, h.DLQ_ERROR: _describe(exc)},
-        )
+        await dead_letter(nc, service=service, subject=subject, data=data, error=_describe(exc))
         return None
+
+
+async def dead_letter(nc: NATS, *, service: str, subject: str, data: bytes, error: str,
+                      headers: dict[str, str] | None = None) -> None:
+    """Put a message a consumer will never process on raybus.dlq.<service>, saying why."""
+    await nc.jetstream().publish(s.dead_letter_subject(service), data,
+                                 headers={h.DLQ_SUBJECT: subject, h.DLQ_ERROR: error[:1000], **(headers or {})})

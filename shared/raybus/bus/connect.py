@@ -13,6 +13,8 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ConfigDict
 
+from raybus.bus.permissions import inbox_prefix
+
 
 class BusAuth(BaseModel):
     """Credentials by reference: paths to files a Secret mounts (or `raybus up` writes)."""
@@ -44,6 +46,8 @@ def nats_options(url: str, auth: BusAuth) -> dict[str, Any]:
     if auth.nats_user:
         opts["user"] = auth.nats_user
         opts["password"] = _secret(auth.nats_password_file)
+        # Replies and push deliveries under this role's own prefix, the only inbox it may read.
+        opts["inbox_prefix"] = inbox_prefix(auth.nats_user)
     if auth.nats_ca_file:
         ctx = ssl.create_default_context(cafile=auth.nats_ca_file)
         opts["tls"] = ctx

@@ -106,8 +106,8 @@ def dashboard_ledger_key(command_id: str) -> str:
     on a command revokes it with `BatchLedger.revoke(dashboard_ledger_key(command_id), ...)`; the
     poller then never executes it and answers it `failed` with `expired=True`."""
     if _KV_KEY.fullmatch(command_id):
-        return f"dash-{command_id}"
-    return "dash-" + hashlib.blake2b(command_id.encode(), digest_size=16).hexdigest()
+        return f"dash.{command_id}"
+    return "dash." + hashlib.blake2b(command_id.encode(), digest_size=16).hexdigest()
 
 
 def dashboard_command_id(owner_uid: str, op: str, *parts: str) -> str:

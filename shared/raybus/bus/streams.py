@@ -94,9 +94,9 @@ def stream_configs(settings: BusSettings) -> list[StreamConfig]:
         _stream(settings, name=s.STREAM_OBJECTS, subjects=[s.objects_filter()],
                      retention=RetentionPolicy.LIMITS, max_msgs_per_subject=1,
                      discard=DiscardPolicy.OLD),
-        _stream(settings, name=s.STREAM_TRIGGERS, subjects=[f"{s.PREFIX}.trigger.>"],
-                     retention=RetentionPolicy.WORK_QUEUE, max_msgs_per_subject=1,
-                     discard=DiscardPolicy.OLD),
+        *(_stream(settings, name=s.trigger_stream(c), subjects=[s.triggers_filter(c)],
+                  retention=RetentionPolicy.WORK_QUEUE, max_msgs_per_subject=1, discard=DiscardPolicy.OLD)
+          for c in s.Controller),
         # max_age below the command ledger's TTL (bus/ledger.py): a batch never outlives the
         # record that says it was revoked.
         _stream(settings, name=s.STREAM_COMMANDS, subjects=[s.commands_filter()],
@@ -130,6 +130,12 @@ def stream_configs(settings: BusSettings) -> list[StreamConfig]:
 async def ensure_streams(js: JetStreamContext, settings: BusSettings | None = None) -> None:
     """Create or update every stream; safe to call from every process on every start."""
     settings = settings or BusSettings()
+    if settings.declare:
+        with contextlib.suppress(NotFoundError):
+            # One trigger stream for all controllers, as an older bus had: its subjects overlap the
+            # per-controller streams. What it held are "look again" hints; every partition's new
+            # owner resyncs all its objects anyway.
+            await js.delete_stream(s.STREAM_TRIGGERS_PREFIX)
     for config in stream_configs(settings):
         if not settings.declare:
             await wait_for_stream(js, config.name or "")
@@ -174,7 +180,7 @@ def trigger_consumer_config(controller: s.Controller, partition: int,
 def status_consumer_config(settings: BusSettings) -> ConsumerConfig:
     """Executors share one durable consumer for status writes, as for commands."""
     return ConsumerConfig(
-        durable_name="command-executor-status",
+        durable_name=s.STATUS_CONSUMER,
         filter_subject=s.status_filter(),
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
@@ -187,7 +193,7 @@ def status_consumer_config(settings: BusSettings) -> ConsumerConfig:
 def command_consumer_config(settings: BusSettings) -> ConsumerConfig:
     """Executors share one durable consumer: commands are idempotent, any replica may apply."""
     return ConsumerConfig(
-        durable_name="command-executor",
+        durable_name=s.COMMAND_CONSUMER,
         filter_subject=s.commands_filter(),
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
@@ -202,7 +208,7 @@ def dashboard_command_consumer_config(settings: BusSettings) -> ConsumerConfig:
     the poller lease pulls it; ack_wait stays short (a crashed poller's commands come back fast)
     because a slow write (the first Serve PUT takes up to 9 s) sends in-progress acks."""
     return ConsumerConfig(
-        durable_name="dashboard-poller",
+        durable_name=s.DASHBOARD_COMMAND_CONSUMER,
         filter_subject=s.dashboard_commands_filter(),
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,

@@ -209,7 +209,9 @@ def dead_letter_filter() -> str:
 
 # --- JetStream names (stream, consumer, KV bucket names may not contain dots either) ------------
 STREAM_OBJECTS = "RAYBUS_OBJECTS"
-STREAM_TRIGGERS = "RAYBUS_TRIGGERS"
+# One trigger stream per controller: NATS permissions are per subject, so a reconciler may pull
+# only its own controller's consumers when their stream is its own (bus/permissions.py).
+STREAM_TRIGGERS_PREFIX = "RAYBUS_TRIGGERS"
 STREAM_COMMANDS = "RAYBUS_COMMANDS"
 STREAM_STATUS = "RAYBUS_STATUS"
 STREAM_OUTCOMES = "RAYBUS_OUTCOMES"
@@ -219,16 +221,35 @@ STREAM_DASHBOARD_COMMANDS = "RAYBUS_DASHBOARD_COMMANDS"
 STREAM_DASHBOARD_RESULTS = "RAYBUS_DASHBOARD_RESULTS"
 STREAM_DEAD_LETTERS = "RAYBUS_DLQ"
 KV_LEASES = "raybus-leases"
-KV_BATCHES = "raybus-batches"  # the command ledger (bus/ledger.py)
+KV_BATCHES = "raybus-batches"  # the command ledger (bus/ledger.py): written by the appliers only
+KV_REVOCATIONS = "raybus-revocations"  # who came first per batch: its reconciler's revoke or a claim
+
+
+# Durable consumers of the appliers (one each, shared by their replicas).
+COMMAND_CONSUMER = "command-executor"
+STATUS_CONSUMER = "command-executor-status"
+DASHBOARD_COMMAND_CONSUMER = "dashboard-poller"
+
+
+def trigger_stream(controller: Controller | str) -> str:
+    return f"{STREAM_TRIGGERS_PREFIX}_{Controller(controller).value.upper()}"
 
 
 def trigger_consumer_name(controller: Controller | str, partition: int) -> str:
     return f"{Controller(controller).value}-reconciler-{partition_token(partition)}"
 
 
+# Lease keys start with their owner's name: NATS lets each role write only its own (permissions.py).
 def lease_key(controller: Controller | str, partition: int) -> str:
-    return f"lease-{Controller(controller).value}-{partition_token(partition)}"
+    return f"{Controller(controller).value}.lease.{partition_token(partition)}"
 
 
 def member_key(controller: Controller | str, replica_id: str) -> str:
-    return f"member-{Controller(controller).value}-{token(replica_id)}"
+    return f"{Controller(controller).value}.member.{token(replica_id)}"
+
+
+def member_prefix(controller: Controller | str) -> str:
+    return f"{Controller(controller).value}.member."
+
+
+POLLER_LEASE_KEY = "dashboard-poller.lease"

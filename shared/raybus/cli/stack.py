@@ -215,7 +215,8 @@ class LocalStack:
         if self.secrets is not None and service in SERVICE_ROLES:
             env.update(security.service_env(self.secrets, SERVICE_ROLES[service]),
                        RAYBUS_BUS_DECLARE="0")
-        if service in ("dashboard_poller", "cluster_reconciler") and self.ray_events_port:
+        # The executor rebuilds head Pods to admit them: it needs what the cluster-reconciler builds with.
+        if service in ("dashboard_poller", "cluster_reconciler", "command_executor") and self.ray_events_port:
             env.update(self._ray_events_env(service, env))
         if self.rbac and service in SERVICE_ACCOUNTS:
             env["RAYBUS_KUBECONFIG"] = str(self.service_kubeconfig(service))

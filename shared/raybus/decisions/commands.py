@@ -110,3 +110,16 @@ def merge_patch(current: object, goal: object) -> Any:
         elif current[key] != value:
             patch[key] = merge_patch(current[key], value)
     return patch
+
+
+def apply_merge_patch(target: object, patch: object) -> Any:
+    """RFC 7386: `target` with `patch` applied (null removes a key; lists and scalars replace)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = apply_merge_patch(out.get(key), value)
+    return out

@@ -83,5 +83,5 @@ def serve_metrics(port: int) -> None:
 
 def port_is_local() -> bool:
     """The local stack binds to loopback only (RAYBUS_METRICS_LOCAL=1); a Pod serves its port."""
-    import os  # noqa: PLC0415 - only read once, at start
+    import os
     return os.environ.get("RAYBUS_METRICS_LOCAL") == "1"

@@ -49,9 +49,10 @@ class _Pending:
 
 class WriteBarrier:
     def __init__(self, *, cache: ObjectCache, outcomes: OutcomeTracker, batches: BatchResolver,
-                 ledger: BatchLedger, kind: s.Kind, clock: Callable[[], float] = time.monotonic,
+                 ledger: BatchLedger, kind: s.Kind, controller: str, clock: Callable[[], float] = time.monotonic,
                  patience_s: float = PATIENCE_S) -> None:
         self._cache = cache
+        self._controller = controller
         self._outcomes = outcomes
         self._batches = batches
         self._ledger = ledger
@@ -125,5 +126,6 @@ class WriteBarrier:
             return seq <= 0 or await self._cache.wait_for(seq, kind="dashboard", timeout=0)
         if not overdue:
             return False
-        record = await self._ledger.revoke(dashboard_ledger_key(command_id), now=time.time())
+        record = await self._ledger.revoke(dashboard_ledger_key(command_id), controller=self._controller,
+                                           now=time.time())
         return record is not None and record.state != "applying"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 from raybus.bus.envelopes import CommandResult
-from raybus.bus.ledger import BatchLedger, BatchRecord
+from raybus.bus.ledger import BatchLedger, BatchRecord, command_key
 from raybus.decisions.batches import IN_FLIGHT, BatchState
 from raybus.runtime.outcomes import OutcomeTracker
 
@@ -74,10 +74,11 @@ class PublishedBatches:
 
 class BatchResolver:
     def __init__(self, *, tracker: OutcomeTracker, ledger: BatchLedger, published: PublishedBatches,
-                 clock: Callable[[], float] = time.time, lost_after_s: float = LOST_AFTER_S,
+                 controller: str, clock: Callable[[], float] = time.time, lost_after_s: float = LOST_AFTER_S,
                  recheck_after_s: float = RECHECK_AFTER_S) -> None:
         self._tracker = tracker
         self._ledger = ledger
+        self._controller = controller
         self._published = published
         self._clock = clock
         self._lost_after = lost_after_s
@@ -104,11 +105,12 @@ class BatchResolver:
         self._checked[batch_id] = self._clock()
         if len(self._checked) > 100_000:
             self._checked.clear()
-        record, _ = await self._ledger.get(batch_id)
+        record, _ = await self._ledger.get(command_key(batch_id))
         if record is None:
             if age is not None and age < self._lost_after:
                 return IN_FLIGHT  # ours, in the stream, not claimed yet: queued, not lost
-            record = await self._ledger.revoke(batch_id, now=self._clock())
+            record = await self._ledger.revoke(command_key(batch_id), controller=self._controller,
+                                               now=self._clock())
             if record is not None and record.state == "revoked":
                 self.revoked += 1
                 log.info("revoked a batch no executor had claimed", extra={"batch": batch_id})

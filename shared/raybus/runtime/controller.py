@@ -41,6 +41,7 @@ from raybus.observability.metrics import (
 from raybus.observability.tracing import extract_context
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.leases import PartitionLeases
+from raybus.runtime.pull import consumer_lost
 from raybus.runtime.tasks import cancel_and_wait
 from raybus.runtime.workqueue import WorkQueue
 
@@ -230,9 +231,9 @@ class ControllerRuntime:
                                            retry=retry_if_exception_type(Exception),
                                            before_sleep=failed, reraise=True):
             with attempt:
-                await js.add_consumer(s.STREAM_TRIGGERS, config)  # idempotent for an identical config
+                await js.add_consumer(s.trigger_stream(self.controller), config)  # idempotent
                 return await js.pull_subscribe_bind(durable=config.durable_name or "",
-                                                    stream=s.STREAM_TRIGGERS)
+                                                    stream=s.trigger_stream(self.controller))
         raise AssertionError("unreachable: AsyncRetrying retries forever")
 
     async def _fetch_loop(self, p: int) -> None:
@@ -248,6 +249,13 @@ class ControllerRuntime:
                 except Exception:
                     log.warning("fetch failed; retrying", exc_info=True, extra={"partition": p})
                     await asyncio.sleep(1.0)
+                    js = self._nc.jetstream()
+                    if await consumer_lost(js, s.trigger_stream(self.controller),
+                                           s.trigger_consumer_name(self.controller, p)):
+                        log.warning("trigger consumer lost; creating it again", extra={"partition": p})
+                        with contextlib.suppress(Exception):
+                            await psub.unsubscribe()
+                        psub = await self._bind(p)
                     continue
                 for msg in msgs:
                     await self._accept(msg)

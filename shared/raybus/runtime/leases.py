@@ -59,9 +59,9 @@ class PartitionLeases:
         consumers limit reached", seen in the chaos soak), and on a 3-node cluster its listing
         can end empty (consumer info asked before the consumer knows its pending count)."""
         bucket = f"$KV.{s.KV_LEASES}."
-        prefix = f"{bucket}member-{self._controller.value}-"  # (a wildcard only matches whole tokens)
+        prefix = f"{bucket}{s.member_prefix(self._controller)}"
         try:
-            info = await self._js.stream_info(f"KV_{s.KV_LEASES}", subjects_filter=f"{bucket}>")
+            info = await self._js.stream_info(f"KV_{s.KV_LEASES}", subjects_filter=f"{prefix}>")
         except (APIError, NatsTimeoutError) as exc:
             # e.g. a NATS node restart. The member count only sizes the fair share, so the last
             # one seen does until the next tick; failing here made a restarted replica exit.

@@ -22,13 +22,26 @@ from collections.abc import Awaitable, Callable
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
-from nats.js.errors import FetchTimeoutError
+from nats.js.errors import FetchTimeoutError, NotFoundError
 
 from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 Handler = Callable[[Msg], Awaitable[None]]
+
+
+async def consumer_lost(js: JetStreamContext, stream: str, name: str) -> bool:
+    """Did the durable consumer a fetch failed on disappear? (A pull from a deleted consumer fails
+    with 503 forever; its owner re-creates it, since no other role may.)"""
+    try:
+        await js.consumer_info(stream, name)
+    except NotFoundError:
+        return True
+    except Exception:  # noqa: BLE001 - NATS unreachable or electing: not known to be lost
+        return False
+    return False
 
 
 class PullWorkers:
@@ -64,9 +77,13 @@ class PullWorkers:
             await asyncio.wait(set(self._active), timeout=2.0)
         await cancel_and_wait(list(self._active))
 
+    async def _bind(self) -> JetStreamContext.PullSubscription:
+        js = self._nc.jetstream()
+        return await js.pull_subscribe_bind(durable=self._config.durable_name or "", stream=self._stream)
+
     async def _fetch_loop(self) -> None:
         js = self._nc.jetstream()
-        psub = await js.pull_subscribe_bind(durable=self._config.durable_name or "", stream=self._stream)
+        psub = await self._bind()
         try:
             while True:
                 await self._slots.acquire()  # fetch only for a free worker...
@@ -86,6 +103,13 @@ class PullWorkers:
                     log.warning("fetch failed; retrying", exc_info=True, extra={"consumer": self._name})
                     msgs = []
                     await asyncio.sleep(1.0)
+                    if await consumer_lost(js, self._stream, self._config.durable_name or ""):
+                        log.warning("consumer lost; creating it again", extra={"consumer": self._name})
+                        with contextlib.suppress(Exception):
+                            await js.add_consumer(self._stream, self._config)
+                            with contextlib.suppress(Exception):
+                                await psub.unsubscribe()
+                            psub = await self._bind()
                 for _ in range(free - len(msgs)):
                     self._slots.release()
                 for msg in msgs:

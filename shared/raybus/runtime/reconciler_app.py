@@ -116,7 +116,7 @@ class ReconcilerApp:
                                 controller=self._controller, settings=self.settings,
                                 outcomes=self.outcomes, published=published, ledger=ledger,
                                 batches=BatchResolver(tracker=self.outcomes, ledger=ledger,
-                                                      published=published))
+                                                      published=published, controller=self._controller.value))
         self.context = ctx
         self.runtime = ControllerRuntime(self._nc, controller=self._controller,
                                          replica_id=self.settings.replica_id, cache=cache,

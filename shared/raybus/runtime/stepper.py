@@ -59,7 +59,7 @@ class StepRunner:
         self._kind = kind
         self._k8s_kind = k8s_kind
         self.barrier = WriteBarrier(cache=ctx.cache, outcomes=ctx.outcomes, batches=ctx.batches,
-                                    ledger=ctx.ledger, kind=kind)
+                                    ledger=ctx.ledger, kind=kind, controller=ctx.controller.value)
         self._interests = DashboardInterestPublisher(ctx.nc.jetstream())
         self._held: dict[ObjectKey, int] = {}
 

@@ -13,10 +13,15 @@ from pathlib import Path
 
 import nats
 
+from raybus.api.defaults import with_defaults
+from raybus.api.raycluster import RayCluster
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandBatch, ObjectEvent, ObjectKey
 from raybus.bus.publish import publish_commands
 from raybus.bus.streams import ensure_streams
+from raybus.decisions.cluster.pod_manifest import cluster_spec_hash, head_pod_manifest
+from raybus.decisions.cluster.pod_template import head_pod_name_prefix
+from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import CreateObject
 from raybus.testing.servers import NatsServer
 from tests.conftest import REPO, SAMPLES
@@ -50,21 +55,19 @@ async def test_services_as_processes_close_the_loop(nats_server: NatsServer, kub
         cluster = ObjectEvent.model_validate_json(raw.data)
         await until(lambda: last_msg(js, s.STREAM_TRIGGERS, s.trigger_subject(
             s.Controller.CLUSTER, namespace="default", name=name)), what="cluster trigger")
-        head = {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": f"{name}-head", "labels": {"ray.io/cluster": name,
-                                                                 "ray.io/node-type": "head"},
-                             # owned by the live RayCluster, or the executor's admission refuses it
-                             "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster",
-                                                  "name": name, "uid": cluster.uid, "controller": True}]},
-                "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.52.0"}]}}
+        # The head Pod the decision code builds for the live RayCluster (admission rebuilds it)
+        model = with_defaults(RayCluster.model_validate(cluster.object))
+        head_name = head_pod_name_prefix(model, settings=OperatorSettings()) + "bbbbb"
+        head = head_pod_manifest(model, settings=OperatorSettings(), name=head_name,
+                                 cluster_hash=cluster_spec_hash(model))
         await publish_commands(js, CommandBatch(
             key=ObjectKey(namespace="default", name=name), kind="raycluster", uid=cluster.uid,
             controller="cluster", reconcile_id="e2e-1",
-            commands=[CreateObject(reason=f"Created head Pod default/{name}-head", object=head,
+            commands=[CreateObject(reason=f"Created head Pod default/{head_name}", object=head,
                                    event_reason="CreatedHeadPod")]))
 
         async def pod_event() -> ObjectEvent | None:
-            raw = await last_msg(js, s.STREAM_OBJECTS, s.object_subject("pod", "default", f"{name}-head"))
+            raw = await last_msg(js, s.STREAM_OBJECTS, s.object_subject("pod", "default", head_name))
             return ObjectEvent.model_validate_json(raw.data) if raw is not None else None
 
         event = await until(pod_event, timeout=30, what="head pod created by executor, seen by watcher")

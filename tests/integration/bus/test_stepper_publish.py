@@ -37,7 +37,8 @@ async def test_a_published_dashboard_command_is_waited_for_when_the_interest_pub
     published = PublishedBatches()
     ctx = ReconcilerContext(nc=nc, cache=cache, store=None, controller=s.Controller.SERVICE,  # type: ignore[arg-type]
                             settings=CommonSettings(service="service-reconciler"), outcomes=outcomes,
-                            batches=BatchResolver(tracker=outcomes, ledger=ledger, published=published),
+                            batches=BatchResolver(tracker=outcomes, ledger=ledger, published=published,
+                                                  controller="service"),
                             published=published, ledger=ledger)
     runner = StepRunner(ctx, kind=s.Kind.RAYSERVICE, k8s_kind="RayService")
     key = ObjectKey(namespace="default", name="svc")

@@ -17,7 +17,7 @@ def test_default_is_one_replica(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_env_sets_every_stream_replicas(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAYBUS_STREAM_REPLICAS", "3")
     configs = stream_configs(BusSettings(partitions=4))
-    assert len(configs) == 10
+    assert len(configs) == 12  # one trigger stream per controller
     assert {c.num_replicas for c in configs} == {3}
     assert BusSettings(replicas=1).replicas == 1  # an explicit setting wins
 

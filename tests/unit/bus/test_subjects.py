@@ -54,8 +54,11 @@ def test_partitions_spread() -> None:
 
 
 def test_jetstream_names_have_no_dots() -> None:
-    for name in (s.STREAM_OBJECTS, s.STREAM_TRIGGERS, s.STREAM_COMMANDS, s.STREAM_OUTCOMES,
-                 s.STREAM_DASHBOARD, s.STREAM_DEAD_LETTERS, s.KV_LEASES,
-                 s.trigger_consumer_name(s.Controller.CLUSTER, 3), s.lease_key("cluster", 3),
-                 s.member_key("cluster", "host.a-1")):
+    for name in (s.STREAM_OBJECTS, s.trigger_stream("cluster"), s.STREAM_COMMANDS, s.STREAM_OUTCOMES,
+                 s.STREAM_DASHBOARD, s.STREAM_DEAD_LETTERS, s.KV_LEASES, s.KV_BATCHES, s.KV_REVOCATIONS,
+                 s.trigger_consumer_name(s.Controller.CLUSTER, 3)):
         assert "." not in name
+    # KV keys carry their owner as the first token (permissions.py grants writes by it)
+    assert s.lease_key("cluster", 3).split(".")[0] == "cluster"
+    assert s.member_key("cluster", "host.a-1").split(".")[:2] == ["cluster", "member"]
+    assert s.member_key("cluster", "host.a-1").count(".") == 2  # the replica id is one token

@@ -25,6 +25,7 @@ from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject, UpdateStatus
 from raybus.decisions.job.model import JobDecision
 from raybus.decisions.service.model import ServiceDecision
+from raybus.decisions.settings import DecisionSettings
 from tests.conftest import SAMPLES
 from tests.unit.decisions.cluster.test_reconcile_properties import snapshots
 from tests.unit.decisions.job.world import EVENTS as JOB_WORLD_EVENTS
@@ -45,19 +46,22 @@ CLUSTER_SETTINGS = [
 
 
 def view(*objects: Json, gone: Iterable[str] = ()) -> a.StaticView:
-    return a.StaticView(objects={(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects},
-                        gone_uids=frozenset(gone))
+    """The API server's objects as the executor's informers hold them (namespace defaulted)."""
+    return a.StaticView(objects={(o["kind"], o["metadata"].get("namespace", "default"), o["metadata"]["name"]): o
+                                 for o in objects}, gone_uids=frozenset(gone))
 
 
-def verdict(controller: str, primary: Json, commands: list[Command], v: a.LiveView) -> a.Verdict:
+def verdict(controller: str, primary: Json, commands: list[Command], v: a.LiveView,
+            settings: DecisionSettings | None = None) -> a.Verdict:
     kind = a.PRIMARY[controller][0]
     meta = primary["metadata"]
     return a.admit(controller=controller, kind=kind, namespace=meta["namespace"], name=meta["name"],
-                   uid=meta.get("uid"), commands=commands, view=v)
+                   uid=meta.get("uid"), commands=commands, view=v, settings=settings)
 
 
-def assert_admitted(controller: str, primary: Json, commands: list[Command], v: a.LiveView) -> None:
-    result = verdict(controller, primary, commands, v)
+def assert_admitted(controller: str, primary: Json, commands: list[Command], v: a.LiveView,
+                    settings: DecisionSettings | None = None) -> None:
+    result = verdict(controller, primary, commands, v, settings)
     assert result.admitted, (result.reason, result.detail)
 
 
@@ -99,7 +103,8 @@ def _round(raw: Json, created: list[Json], cfg: OperatorSettings, entropy: str) 
                            network_policies=of["NetworkPolicy"], pod_groups=of["PodGroup"])
     d = reconcile_cluster(snap, settings=cfg, now=T0, entropy=entropy)
     status = status_update(snap, d)
-    assert_admitted("cluster", raw, [*d.commands, *([status] if status else [])], view(raw))
+    assert_admitted("cluster", raw, [*d.commands, *([status] if status else [])], view(raw, *created),
+                    DecisionSettings.of(cfg))
     for c in d.commands:
         if isinstance(c, PatchObject) and c.target.kind == "RayCluster":
             raw = merge(raw, c.merge_patch)
@@ -153,7 +158,13 @@ def test_arbitrary_cluster_snapshots_are_admitted(case: tuple[ClusterSnapshot, O
     d = reconcile_cluster(snap, settings=cfg, now=T0, entropy="e")
     status = status_update(snap, d)
     raw = snap.cluster.to_manifest()
-    assert_admitted("cluster", raw, [*d.commands, *([status] if status else [])], view(raw))
+    # In the API server every object of the cluster carries its ownerReference (the generated ones may not).
+    ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": snap.cluster.name,
+           "uid": snap.cluster.metadata.uid, "controller": True}
+    owned = [merge(o, {"metadata": {"ownerReferences": [ref]}})
+             for o in (*snap.pods, *snap.services, *snap.ingresses, *snap.network_policies, *snap.pod_groups)]
+    assert_admitted("cluster", raw, [*d.commands, *([status] if status else [])], view(raw, *owned),
+                    DecisionSettings.of(cfg))
 
 
 # --- RayJobs and RayServices: their worlds, every decision checked before it is applied ------------------
@@ -174,12 +185,20 @@ class CheckedJobWorld(JobWorld):
 class CheckedServiceWorld(ServiceWorld):
     checked: int = 0
 
+    def _cluster_ref(self, name: str) -> Json:
+        """A head Pod's controller reference (the world's Pods are made without one)."""
+        uid = self.clusters[name]["metadata"]["uid"] if name in self.clusters else f"uid-gone-{name}"
+        return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": name, "uid": uid, "controller": True}
+
     def apply(self, d: ServiceDecision) -> None:
         ref = ObjectRef(api_version="ray.io/v1", kind="RayService", namespace="default",
                         name=self.service["metadata"]["name"], uid=self.service["metadata"]["uid"])
         status = [UpdateStatus(reason="status", target=ref, status=d.status)] if d.status is not None else []
+        pods = [merge(p, {"metadata": {"ownerReferences": [self._cluster_ref(p["metadata"]["labels"]["ray.io/cluster"])]}})
+                for p in self.pods.values()]
         assert_admitted("service", self.service, [*d.commands, *status],
-                        view(self.service, *self.clusters.values()))
+                        view(self.service, *self.clusters.values(), *pods, *self.services.values(),
+                             *self.gateways.values(), *self.routes.values()))
         self.checked += 1
         super().apply(d)
 

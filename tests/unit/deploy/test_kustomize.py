@@ -152,11 +152,12 @@ def test_settings_named_as_kuberay_reach_the_services_that_use_them(target: str)
     assert set(KUBERAY_SETTINGS) <= set(config["data"])
     uses = {"watcher": {"RAYBUS_KUBE_API_QPS", "RAYBUS_KUBE_API_BURST", "RAYBUS_BATCH_SCHEDULER",
                         "RAYBUS_WATCH_NAMESPACE"},
-            "command-executor": {"RAYBUS_KUBE_API_QPS", "RAYBUS_KUBE_API_BURST"},
-            "cluster-reconciler": {"RAYBUS_FEATURE_GATES", "RAYBUS_BATCH_SCHEDULER", "RAYBUS_REDIS_URL"},
-            "job-reconciler": {"RAYBUS_FEATURE_GATES", "RAYBUS_REDIS_URL"},
-            "service-reconciler": {"RAYBUS_FEATURE_GATES", "RAYBUS_REDIS_URL"},
-            "dashboard-poller": set()}
+            "command-executor": {"RAYBUS_KUBE_API_QPS", "RAYBUS_KUBE_API_BURST", "RAYBUS_WATCH_NAMESPACE",
+                                 *DECIDING},
+            "cluster-reconciler": {"RAYBUS_REDIS_URL", *DECIDING},
+            "job-reconciler": {"RAYBUS_REDIS_URL", *DECIDING},
+            "service-reconciler": {"RAYBUS_REDIS_URL", *DECIDING},
+            "dashboard-poller": set(DECIDING)}
     common = {"RAYBUS_NATS_URL", "RAYBUS_STREAM_REPLICAS", "RAYBUS_LOG_LEVEL", "RAYBUS_METRICS_PORT",
               "RAYBUS_REPLICA_ID", "RAYBUS_NATS_USER", "RAYBUS_NATS_PASSWORD_FILE", "RAYBUS_NATS_CA_FILE",
               "RAYBUS_BUS_DECLARE"}
@@ -167,13 +168,20 @@ def test_settings_named_as_kuberay_reach_the_services_that_use_them(target: str)
         d = of(docs, "Deployment")[f"raybus-{service}"]
         env = {e["name"] for e in container(d)["env"]}
         assert env == common | names, service
+        # KubeRay's own variables: one ConfigMap for every process that decides or re-checks decisions
+        env_from = [s["configMapRef"]["name"] for s in container(d).get("envFrom") or []]
+        assert [n.startswith("raybus-operator-env") for n in env_from] == ([True] if names >= DECIDING else [])
         # every env name a service is given is one it reads
         sources = "".join(p.read_text() for p in (REPO / "services" / service).rglob("*.py"))
         sources += (REPO / "shared/raybus/runtime/service.py").read_text()
+        sources += (REPO / "shared/raybus/runtime/decision_settings.py").read_text()
         sources += (REPO / "shared/raybus/bus/streams.py").read_text()
         for name in env:
             assert name in sources or name.removeprefix("RAYBUS_") in sources, (service, name)
     assert config["data"]["kubeClient.qps"] == "100" and config["data"]["kubeClient.burst"] == "200"
+
+
+DECIDING = {"RAYBUS_FEATURE_GATES", "RAYBUS_BATCH_SCHEDULER"}
 
 
 def test_ha_runs_two_of_each_service_spread_over_nodes() -> None:

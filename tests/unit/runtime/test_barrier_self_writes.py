@@ -54,7 +54,7 @@ class Batches:
 
 def barrier(cache: Cache, outcomes: Outcomes, clock: list[float], batches: Batches | None = None) -> WriteBarrier:
     return WriteBarrier(cache=cache, outcomes=outcomes, batches=batches or Batches(),  # type: ignore[arg-type]
-                        ledger=None, kind=s.Kind.RAYJOB, clock=lambda: clock[0],  # type: ignore[arg-type]
+                        ledger=None, kind=s.Kind.RAYJOB, controller="job", clock=lambda: clock[0],  # type: ignore[arg-type]
                         patience_s=30.0)
 
 

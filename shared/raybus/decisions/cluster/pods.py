@@ -22,11 +22,7 @@ from raybus.api.raycluster import RayCluster, RayClusterConditionType, RayCluste
 from raybus.decisions.batches import BatchState
 from raybus.decisions.cluster import podutil
 from raybus.decisions.cluster.expectations import HEAD_GROUP, ScaleExpectations, clear_expectations
-from raybus.decisions.cluster.hashing import (
-    KUBERAY_VERSION_KEY,
-    UPGRADE_STRATEGY_RECREATE_HASH_KEY,
-    generate_hash_without_replicas_and_workers_to_delete,
-)
+from raybus.decisions.cluster.hashing import KUBERAY_VERSION_KEY, UPGRADE_STRATEGY_RECREATE_HASH_KEY
 from raybus.decisions.cluster.multihost import next_free_index, reconcile_multi_host_worker_group
 from raybus.decisions.cluster.naming import NameAllocator, random_suffix
 from raybus.decisions.cluster.outcome import (
@@ -39,21 +35,19 @@ from raybus.decisions.cluster.outcome import (
     ReconcileError,
     pod_ref,
 )
-from raybus.decisions.cluster.pod_template import (
-    build_head_pod,
-    build_worker_pod,
-    head_pod_name_prefix,
-    worker_pod_name_prefix,
+from raybus.decisions.cluster.pod_manifest import (
+    cluster_spec_hash,
+    head_pod_manifest,
+    kuberay_version,
+    worker_pod_manifest,
 )
+from raybus.decisions.cluster.pod_template import head_pod_name_prefix, worker_pod_name_prefix
 from raybus.decisions.cluster.replicas import worker_group_desired_pods
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import Command, PatchObject
-from raybus.decisions.memo import LastPerObject
 
 # utils.DisableProvisionedHeadRestartAnnotationKey
 DISABLE_PROVISIONED_HEAD_RESTART = "ray.io/disable-provisioned-head-restart"
-# The spec hash of each RayCluster, while its defaulted spec is the same object (decisions/memo.py).
-_HASHES: LastPerObject[str] = LastPerObject()
 
 
 @dataclass(frozen=True)
@@ -105,10 +99,6 @@ def is_autoscaling_enabled(cluster: RayCluster) -> bool:
     return bool(cluster.spec.enable_in_tree_autoscaling)
 
 
-def kuberay_version(settings: OperatorSettings) -> str:
-    return settings.kuberay_version
-
-
 def random_delete_enabled(cluster: RayCluster, settings: OperatorSettings) -> bool:
     """Scale-down without WorkersToDelete: always without autoscaler, else ENABLE_RANDOM_POD_DELETE."""
     if not is_autoscaling_enabled(cluster):
@@ -156,24 +146,14 @@ def _should_recreate_pods_for_upgrade(plan: PodPlan, cluster_hash: str) -> bool:
 
 
 def _build_head(plan: PodPlan, cluster_hash: str) -> dict[str, Any]:
-    """createHeadPod: build the manifest with a chosen name, stamp the Recreate hash + version."""
-    cluster = plan.cluster
-    prefix = head_pod_name_prefix(cluster, settings=plan.settings)
+    """createHeadPod: a name chosen (reused after a create that did not happen), then the manifest."""
+    prefix = head_pod_name_prefix(plan.cluster, settings=plan.settings)
     if plan.settings.enable_deterministic_head_pod_name:
         name = prefix  # ENABLE_DETERMINISTIC_HEAD_POD_NAME: "<cluster>-head", no suffix
         plan.names.reserve(name)
     else:
         name = plan.reuse_name(HEAD_GROUP) or plan.names.allocate(prefix, "head")
-    pod = build_head_pod(cluster, settings=plan.settings, name=name)
-    metadata = pod.setdefault("metadata", {})
-    metadata["name"] = name
-    metadata.pop("generateName", None)
-    metadata.setdefault("namespace", plan.namespace)
-    if cluster_hash:
-        annotations = metadata.setdefault("annotations", {})
-        annotations[UPGRADE_STRATEGY_RECREATE_HASH_KEY] = cluster_hash
-        annotations[KUBERAY_VERSION_KEY] = kuberay_version(plan.settings)
-    return pod
+    return head_pod_manifest(plan.cluster, settings=plan.settings, name=name, cluster_hash=cluster_hash)
 
 
 def build_worker(
@@ -190,20 +170,9 @@ def build_worker(
     name = plan.reuse_name(group.group_name) or plan.names.allocate(
         worker_pod_name_prefix(plan.cluster, group), key
     )
-    pod = build_worker_pod(
-        plan.cluster,
-        group,
-        settings=plan.settings,
-        name=name,
-        replica_group_name=replica_group_name,
-        replica_index=replica_index,
-        host_index=host_index,
-    )
-    metadata = pod.setdefault("metadata", {})
-    metadata["name"] = name
-    metadata.pop("generateName", None)
-    metadata.setdefault("namespace", plan.namespace)
-    return pod
+    return worker_pod_manifest(plan.cluster, group, settings=plan.settings, name=name,
+                               replica_group_name=replica_group_name, replica_index=replica_index,
+                               host_index=host_index)
 
 
 def _reconcile_head(plan: PodPlan, cluster_hash: str) -> ReconcileError | None | bool:
@@ -378,8 +347,7 @@ def reconcile_pods(
 
 def _reconcile_pods(plan: PodPlan) -> ReconcileError | None:
     cluster = plan.cluster
-    cluster_hash = _HASHES.get((plan.namespace, cluster.name), (cluster.spec,),
-                               lambda: generate_hash_without_replicas_and_workers_to_delete(cluster.spec))
+    cluster_hash = cluster_spec_hash(cluster)
     stop = _suspend_stop(cluster, plan.settings)
     if stop == "delete":
         deleted = plan.delete_all(
