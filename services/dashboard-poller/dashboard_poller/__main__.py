@@ -13,10 +13,13 @@ from dashboard_poller.app import create_app
 from dashboard_poller.settings import SERVICE, PollerSettings
 from raybus.runtime.service import CommonSettings, common_parser, common_settings, serve
 
+NOT_FLAGS = {"admission"}  # programmatic only (tests): a deployment always admits
+
 
 def main() -> None:
     parser = common_parser(SERVICE)
-    own = [name for name in PollerSettings.model_fields if name not in CommonSettings.model_fields]
+    own = [name for name in PollerSettings.model_fields
+           if name not in CommonSettings.model_fields and name not in NOT_FLAGS]
     for name in own:
         field = PollerSettings.model_fields[name]
         default = os.environ.get(f"RAYBUS_{name.upper()}", field.default)
@@ -26,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     common = common_settings(SERVICE, args)
     settings = PollerSettings(**{**common.model_dump(), **{n: getattr(args, n) for n in own}})
-    serve(settings, create_app(settings))
+    serve(settings, create_app(settings), needs=("nats", "kube") if settings.admission else ("nats",))
 
 
 if __name__ == "__main__":

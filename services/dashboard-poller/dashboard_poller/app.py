@@ -26,6 +26,7 @@ import aiohttp
 import httpx
 from nats.aio.client import Client as NATS
 
+from dashboard_poller.admission import DashboardAdmission
 from dashboard_poller.commands import CommandRunner
 from dashboard_poller.follow import Follower
 from dashboard_poller.heads import Heads
@@ -34,6 +35,7 @@ from dashboard_poller.polling import PollScheduler
 from dashboard_poller.ray_events import RayEventsReceiver
 from dashboard_poller.settings import SERVICE, PollerSettings
 from dashboard_poller.view import BusView
+from raybus.adapters.kube import KubeClient, new_api_client
 from raybus.bus import subjects as s
 from raybus.bus.connect import connect_nats
 from raybus.bus.ledger import BatchLedger
@@ -63,6 +65,8 @@ class DashboardPollerService:
         self._scheduler: asyncio.Task[None] | None = None
         self._workers: PullWorkers | None = None
         self.ray_events: RayEventsReceiver | None = None
+        self.admission: DashboardAdmission | None = None
+        self._kube: KubeClient | None = None
 
     @property
     def nc(self) -> NATS:
@@ -91,9 +95,17 @@ class DashboardPollerService:
         self.clusters = ObjectCache(self.nc, kinds=[s.Kind.RAYCLUSTER])
         await self.clusters.start()
         self.heads = Heads(settings=self.settings, http=self._http, js=js, view=self.view)
+        if self.settings.admission:
+            # Read-only credentials of its own (RBAC: get/list/watch of the Ray kinds): what may be
+            # sent to a head is judged on the API server's objects, never on the bus's.
+            self._kube = KubeClient(await new_api_client(self.settings.kubeconfig))
+            self.admission = DashboardAdmission(self._kube, namespace=self.settings.watch_namespace or None,
+                                                wait_s=self.settings.admission_wait_s,
+                                                max_deliver=self.settings.max_deliver)
+            await self.admission.start()
         self.commands = CommandRunner(self.heads, nc=self.nc, ledger=ledger,
                                       replica_id=self.settings.replica_id,
-                                      lease_s=self.settings.ack_wait_s)
+                                      lease_s=self.settings.ack_wait_s, admission=self.admission)
         if self.settings.ray_events_key:
             self.ray_events = RayEventsReceiver(self.view, key=self.settings.ray_events_key,
                                                 active=lambda: self.active)
@@ -170,10 +182,13 @@ class DashboardPollerService:
         if self.lease is not None:
             with contextlib.suppress(Exception):
                 await self.lease.release()  # a standby takes over now, not after the TTL
-        for part in (self.view, self.clusters):
+        for part in (self.view, self.clusters, self.admission):
             if part is not None:
                 with contextlib.suppress(Exception):
                     await part.stop()
+        if self._kube is not None:
+            with contextlib.suppress(Exception):
+                await self._kube.close()
         if self._http is not None:
             await self._http.aclose()
         if self._ws is not None:

@@ -31,6 +31,7 @@ from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from dashboard_poller.admission import DashboardAdmission
 from dashboard_poller.heads import Heads
 from raybus.adapters.dashboard import (
     DashboardError,
@@ -66,6 +67,7 @@ from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 SERVICE = "dashboard-poller"
+DLQ_REASON = "Raybus-Dlq-Reason"  # the refusal reason token, as the command-executor's
 # CommandResult.error_reason values used to keep a DashboardCommandResult's state in the ledger.
 _STATE_REASON = {"failed": "DashboardCommandFailed", "unknown": "DashboardOutcomeUnknown"}
 State = Literal["ok", "failed", "unknown"]
@@ -190,10 +192,11 @@ def read_back_plan(want: ClusterWant, command: DashboardCommandMessage) -> tuple
 
 class CommandRunner:
     def __init__(self, heads: Heads, *, nc: NATS, ledger: BatchLedger, replica_id: str,
-                 lease_s: float) -> None:
+                 lease_s: float, admission: DashboardAdmission | None = None) -> None:
         self._heads = heads
         self._nc = nc
         self._ledger = ledger
+        self._admission = admission
         self._replica = replica_id
         self._lease_s = lease_s
         self.executed = 0  # observable for tests
@@ -209,6 +212,8 @@ class CommandRunner:
         seq = msg.metadata.sequence.stream if msg.metadata else 0
         key = dashboard_ledger_key(command.command_id)
         digest = digest_of(msg.data)
+        if self._admission is not None and not await self._admitted(msg, command, key=key, digest=digest, seq=seq):
+            return
         holder = f"{self._replica}/{uuid.uuid4().hex[:8]}"
         claim = await self._ledger.claim(key, controller=command.controller, digest=digest, holder=holder,
                                          lease_s=self._lease_s, now=time.time())
@@ -248,6 +253,35 @@ class CommandRunner:
         await self._report(command, result, seq=seq, observation_seq=obs_seq)
         await msg.ack()
         self.executed += 1
+
+    async def _admitted(self, msg: Msg, command: DashboardCommandMessage, *, key: str, digest: str,
+                        seq: int) -> bool:
+        """Admission before any claim. A refusal is made final in the ledger, unless the ledger
+        shows this very command claimed before (admitted then: a redelivery, answered the ledger's
+        way by the claim path)."""
+        assert self._admission is not None
+        verdict = await self._admission.check(msg, command)
+        if verdict is None:
+            return False  # nak'ed: judged again later
+        if verdict.admitted:
+            return True
+        c = command.command
+        message = f"refused by the dashboard-poller's admission ({verdict.reason}): {verdict.detail}"[:1000]
+        refusal = CommandResult(op=c.op, target=c.cluster, ok=False, error_reason=_STATE_REASON["failed"],
+                                message=message)
+        record = await self._ledger.refuse(key, digest=digest, now=time.time(), answer=lambda _: [refusal])
+        if record is not None and record.digest == digest and record.state != "revoked":
+            return True
+        await dead_letter(self._nc, service=SERVICE, subject=msg.subject, data=msg.data,
+                          error=f"refused by admission: {verdict.reason}: {verdict.detail}",
+                          headers={DLQ_REASON: verdict.reason})
+        if msg.subject == s.dashboard_command_subject(command.controller, command.key.namespace, command.key.name):
+            # Only on the subject's own owner: a forged body never makes us publish elsewhere.
+            result = DashboardCommandResult(command_id=command.command_id, op=c.op, cluster=c.cluster,
+                                            state="failed", message=message)
+            await self._report(command, result, seq=seq, observation_seq=0)
+        await msg.ack()
+        return False
 
     async def _finish(self, key: str, *, revision: int, record: CommandResult, digest: str) -> bool:
         """Record the executed write in the ledger, retried in place while NATS elects a leader

@@ -43,6 +43,14 @@ class PollerSettings(CommonSettings):
     ray_events_key: str = Field(default="", repr=False)
     ray_events_host: str = "0.0.0.0"
     ray_events_port: int = 8266
+    # Admission (dashboard_poller/admission.py): a command is sent only if the live RayJob's or
+    # RayService's decision could have produced it; how long one whose owner the poller's
+    # informers have not seen yet is retried before it is refused.
+    admission_wait_s: float = 30.0
+    watch_namespace: str = ""  # RAYBUS_WATCH_NAMESPACE, KubeRay's watchNamespace: the informers' scope
+    # Off only for tests of the command mechanics against bare simulated heads, which have no
+    # API server; admission has its own tests. Not a flag: never off in a deployment.
+    admission: bool = True
 
     def poll(self) -> PollSettings:
         return PollSettings(fast_interval_s=self.fast_interval_s, slow_interval_s=self.slow_interval_s,

@@ -159,12 +159,13 @@ class BatchLedger:
             return BatchRecord(state="revoked", finished_at=now)
         except KeyWrongLastSequenceError:
             pass
-        if await self._register(controller, key) == REVOKED:
+        if await self.register(key, controller=controller) == REVOKED:
             return BatchRecord(state="revoked", finished_at=now)
         record, _ = await self.get(key)
         return record or BatchRecord(state="applying")  # claimed; its record is on its way
 
-    async def _register(self, controller: str, key: str) -> bytes | None:
+    async def register(self, key: str, *, controller: str) -> bytes | None:
+        """What won the batch's revocation register: REVOKED, CLAIMED, or None (nobody yet)."""
         try:
             return (await self._revocations.get(f"{controller}.{key}")).value
         except KeyNotFoundError:
@@ -176,7 +177,7 @@ class BatchLedger:
         with contextlib.suppress(KeyWrongLastSequenceError):
             await self._revocations.create(f"{controller}.{key}", CLAIMED)
             return True
-        return await self._register(controller, key) != REVOKED
+        return await self.register(key, controller=controller) != REVOKED
 
     async def claim(self, key: str, *, controller: str, digest: str, holder: str, lease_s: float,
                     now: float) -> Claim:

@@ -62,8 +62,9 @@ class Permissions:
 
 
 def _follow(stream: str) -> list[str]:
-    """Read a stream through ephemeral ordered consumers (flow control replies included)."""
-    return [f"$JS.API.CONSUMER.CREATE.{stream}", f"$JS.FC.{stream}.>"]
+    """Read a stream through ephemeral ordered consumers (flow control replies included, and their
+    info: how far the snapshot reaches)."""
+    return [f"$JS.API.CONSUMER.CREATE.{stream}", f"$JS.FC.{stream}.>", f"$JS.API.CONSUMER.INFO.{stream}.*"]
 
 
 def _durable(stream: str, name: str) -> list[str]:

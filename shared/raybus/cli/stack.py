@@ -34,7 +34,8 @@ from raybus.testing.servers import (
 SERVICES = ["watcher", "command_executor", "cluster_reconciler", "job_reconciler",
             "service_reconciler", "dashboard_poller"]
 # The services that talk to Kubernetes, and their ServiceAccounts in the kustomize base's RBAC.
-SERVICE_ACCOUNTS = {"watcher": "raybus-watcher", "command_executor": "raybus-command-executor"}
+SERVICE_ACCOUNTS = {"watcher": "raybus-watcher", "command_executor": "raybus-command-executor",
+                    "dashboard_poller": "raybus-dashboard-poller"}
 RBAC_MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "kustomize" / "base" / "rbac.yaml"
 # Where the Ray heads answer: the simulator's by default, a real head's (`ray start --head`) when
 # the user's environment or `raybus up --dashboard-url-template/--proxy-url-template` says so.

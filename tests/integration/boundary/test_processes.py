@@ -53,7 +53,7 @@ async def test_services_as_processes_close_the_loop(nats_server: NatsServer, kub
         raw = await until(lambda: last_msg(js, s.STREAM_OBJECTS, s.object_subject("raycluster", "default", name)),
                           timeout=30, what="RayCluster ObjectEvent from the watcher process")
         cluster = ObjectEvent.model_validate_json(raw.data)
-        await until(lambda: last_msg(js, s.STREAM_TRIGGERS, s.trigger_subject(
+        await until(lambda: last_msg(js, s.trigger_stream(s.Controller.CLUSTER), s.trigger_subject(
             s.Controller.CLUSTER, namespace="default", name=name)), what="cluster trigger")
         # The head Pod the decision code builds for the live RayCluster (admission rebuilds it)
         model = with_defaults(RayCluster.model_validate(cluster.object))

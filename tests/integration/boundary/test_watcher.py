@@ -49,7 +49,7 @@ async def object_event(js: Any, kind: s.Kind, name: str, *, ns: str = "default",
 async def trigger(js: Any, controller: s.Controller, name: str, *, ns: str = "default",
                   min_seq: int = 0) -> Trigger:
     async def get() -> Trigger | None:
-        raw = await last_msg(js, s.STREAM_TRIGGERS, s.trigger_subject(controller, namespace=ns, name=name))
+        raw = await last_msg(js, s.trigger_stream(controller), s.trigger_subject(controller, namespace=ns, name=name))
         trig = Trigger.model_validate_json(raw.data) if raw is not None else None
         return trig if trig is not None and trig.objects_seq >= min_seq else None
     return await until(get, what=f"trigger {controller.value} {ns}/{name}")  # type: ignore[no-any-return]
@@ -103,7 +103,7 @@ async def test_labelled_pod_is_published_without_a_cluster_trigger_and_unrelated
         _, yseq = await object_event(js, s.Kind.POD, "y-worker-def")
         ytrig = await trigger(js, s.Controller.CLUSTER, "y", min_seq=yseq)
         assert ytrig.cause == "ADDED pod default/y-worker-def"
-        assert await last_msg(js, s.STREAM_TRIGGERS, s.trigger_subject(s.Controller.CLUSTER, namespace="default",
+        assert await last_msg(js, s.trigger_stream(s.Controller.CLUSTER), s.trigger_subject(s.Controller.CLUSTER, namespace="default",
                                                                        name="x")) is None
         assert await last_msg(js, s.STREAM_OBJECTS, s.object_subject(s.Kind.POD, "default", "nginx")) is None
     finally:

@@ -66,7 +66,7 @@ async def test_garbage_trigger_goes_to_dead_letters(nats_server: NatsServer) -> 
     # The good path still works after garbage: a real trigger is reconciled.
     await publish_version(js, name="good", version=1, partitions=4)
     await _until(lambda: ObjectKey(namespace="default", name="good") in seen)
-    info = await js.stream_info(s.STREAM_TRIGGERS)
+    info = await js.stream_info(s.trigger_stream("cluster"))
     assert info.state.messages <= 1  # garbage was acked, not left to block the consumer
     await runtime.stop()
     await nc.close()

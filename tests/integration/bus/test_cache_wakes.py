@@ -73,7 +73,7 @@ async def test_pod_events_wake_their_raycluster_without_a_trigger(
         await publish("w-a-1", "a", 14, "DELETED", phase="Running")
         await until(lambda: _async(("a", "DELETED pod") in woken), what="the deletion's wake")
         # None of it went through the trigger stream.
-        assert not await stream_messages(js, s.STREAM_TRIGGERS)
+        assert not await stream_messages(js, s.trigger_stream(s.Controller.CLUSTER))
     finally:
         await app.stop()
         await nc.close()
@@ -103,7 +103,7 @@ async def test_a_replica_that_does_not_hold_the_partition_is_not_woken(
         assert runtime.queue.waiting(lambda k: True) == [held]
         # Dropped while its wake waits out the debounce: handed over as a trigger, as a requeue is.
         await runtime._drop_partition(runtime.partition(held))
-        triggers = [Trigger.model_validate_json(m.data) for m in await stream_messages(js, s.STREAM_TRIGGERS)]
+        triggers = [Trigger.model_validate_json(m.data) for m in await stream_messages(js, s.trigger_stream(s.Controller.CLUSTER))]
         assert [(t.key, t.cause) for t in triggers] == [(held, "partition handover")]
     finally:
         await app.stop()

@@ -17,6 +17,7 @@ from pathlib import Path
 import nats
 import redis.asyncio as aioredis
 
+from raybus.bus import subjects as s
 from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.testing.servers import NatsServer, RedisServer
 from tests.integration.bus.helpers import publish_version
@@ -127,7 +128,7 @@ async def test_replica_starts_from_full_snapshot(nats_server: NatsServer, redis_
     await ensure_streams(js, BusSettings(partitions=PARTITIONS))
     for k in range(KEYS):
         await publish_version(js, name=f"c{k}", version=7, partitions=PARTITIONS)
-    await js.purge_stream("RAYBUS_TRIGGERS")
+    await js.purge_stream(s.trigger_stream(s.Controller.CLUSTER))
     rds = aioredis.from_url(redis_server.url, decode_responses=True)
     proc = _spawn(nats_server.url, redis_server.url, "late", tmp_path / "late.log")
     try:

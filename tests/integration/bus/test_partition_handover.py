@@ -44,7 +44,7 @@ async def test_dropped_partition_hands_its_requeues_over(nats_server: NatsServer
         await _until(lambda: runtime.queue.waiting(lambda k: k == key) == [key])
         await runtime._drop_partition(runtime.partition(key))
         # Nobody consumes the partition now: the handover waits in the (work-queue) stream.
-        trig = Trigger.model_validate_json((await js.get_last_msg(s.STREAM_TRIGGERS, subject)).data or b"")
+        trig = Trigger.model_validate_json((await js.get_last_msg(s.trigger_stream(s.Controller.CLUSTER), subject)).data or b"")
         assert trig.key == key and trig.cause == "partition handover"
         assert trig.objects_seq == runtime.cache.applied(s.Kind.RAYCLUSTER.value) > 0
         assert runtime.queue.waiting(lambda k: True) == []  # no longer ours

@@ -16,6 +16,7 @@ from nats.js.errors import NotFoundError
 
 from dashboard_poller.app import DashboardPollerService
 from dashboard_poller.settings import PollerSettings
+from raybus.adapters.kube import KubeClient, resource_for
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import (
     DashboardCommandMessage,
@@ -29,10 +30,16 @@ from raybus.decisions.dashboard_contract import DashboardCommand, DashboardInter
 from tests.integration.dashboard.conftest import Sim
 
 NS, CLUSTER = "ns", "rc"
+RAYJOB = resource_for("ray.io/v1", "RayJob")
+RAY_CLUSTER_SPEC: dict[str, Any] = {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+    {"name": "ray-head", "image": "rayproject/ray:2.52.0"}]}}}}
 # Fast cadence so each test runs in seconds; backoff and the safety net still apply.
 FAST_POLLER: dict[str, Any] = {
     "fast_interval_s": 0.2, "slow_interval_s": 1.0, "fresh_window_s": 2.0, "backoff_cap_s": 1.6,
     "read_timeout_s": 0.5, "ack_wait_s": 2.0, "lease_ttl_s": 3.0,
+    # These tests drive the command mechanics against simulated heads with no API server; the
+    # poller's admission is tested on one (tests/integration/dashboard/test_admission.py).
+    "admission": False,
 }
 
 
@@ -103,10 +110,12 @@ class Reconciler:
         return await self.interests.publish(controller=self.controller, key=self.key, kind=self.kind,
                                             interest=DashboardInterest(cluster=CLUSTER, **interest))
 
+    def message(self, command_id: str, command: DashboardCommand) -> DashboardCommandMessage:
+        return DashboardCommandMessage(key=self.key, kind=self.kind, controller=self.controller.value,
+                                       command_id=command_id, command=command)
+
     async def send(self, command_id: str, command: DashboardCommand) -> int:
-        return await publish_dashboard_command(self.nc.jetstream(), DashboardCommandMessage(
-            key=self.key, kind=self.kind, controller=self.controller.value, command_id=command_id,
-            command=command))
+        return await publish_dashboard_command(self.nc.jetstream(), self.message(command_id, command))
 
     async def result(self, command_id: str) -> DashboardResultMessage | None:
         subject = s.dashboard_result_subject(self.controller, NS, self.key.name)
@@ -133,11 +142,28 @@ class Reconciler:
     async def trigger_seq(self) -> tuple[str, int] | None:
         subject = s.trigger_subject(self.controller, namespace=NS, name=self.key.name)
         try:
-            raw = await self.nc.jetstream().get_last_msg(s.STREAM_TRIGGERS, subject)
+            raw = await self.nc.jetstream().get_last_msg(s.trigger_stream(self.controller), subject)
         except NotFoundError:
             return None
         trig = Trigger.model_validate_json(raw.data or b"")
         return trig.cause_kind, trig.objects_seq
+
+
+async def create_rayjob_owner(kube: KubeClient, *, job_id: str, entrypoint: str) -> dict[str, Any]:
+    """An HTTPMode RayJob `rj` whose status names job `job_id` on RayCluster `rc`, and `rc` owned
+    by it, in the API server the poller's admission reads: the world its commands are judged in."""
+    await kube.create(resource_for("v1", "Namespace"), {"metadata": {"name": NS}}, namespace=None)
+    job = await kube.create(RAYJOB, {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "rj"},
+                                     "spec": {"entrypoint": entrypoint, "submissionMode": "HTTPMode",
+                                              "rayClusterSpec": RAY_CLUSTER_SPEC}}, namespace=NS)
+    job["status"] = {"jobId": job_id, "rayClusterName": CLUSTER, "jobDeploymentStatus": "Running"}
+    job = await kube.replace_status(RAYJOB, job)
+    owner = {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": job["metadata"]["uid"],
+             "controller": True}
+    await kube.create(resource_for("ray.io/v1", "RayCluster"), {
+        "apiVersion": "ray.io/v1", "kind": "RayCluster", "spec": RAY_CLUSTER_SPEC,
+        "metadata": {"name": CLUSTER, "ownerReferences": [owner]}}, namespace=NS)
+    return job
 
 
 async def last_dashboard_seq(nc: NATS) -> int:

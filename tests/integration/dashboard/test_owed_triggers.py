@@ -37,8 +37,8 @@ async def _job_running_then_triggers_down(sim: Sim, nc: NATS, tap: ObservationTa
     await sim.client().submit_job(JobSubmitRequest(entrypoint="sleep 3", submission_id=job_id))
     assert await owner.want(jobs=[job_id])
     await until(lambda: _observed(tap, job_id, "RUNNING"), what=f"{job_id} RUNNING observed")
-    config = (await nc.jetstream().stream_info(s.STREAM_TRIGGERS)).config
-    await nc.jetstream().delete_stream(s.STREAM_TRIGGERS)
+    config = (await nc.jetstream().stream_info(s.trigger_stream(s.Controller.JOB))).config
+    await nc.jetstream().delete_stream(s.trigger_stream(s.Controller.JOB))
     return config
 
 

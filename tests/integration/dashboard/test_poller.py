@@ -16,7 +16,7 @@ from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.bus import subjects as s
 from raybus.bus.codec import encode
 from raybus.bus.envelopes import DashboardCommandMessage, DashboardObservation, ObjectKey
-from raybus.bus.ledger import BatchLedger
+from raybus.bus.ledger import BatchLedger, digest_of
 from raybus.bus.publish import DASHBOARD_KIND, DASHBOARD_RESULT_KIND, dashboard_ledger_key
 from raybus.decisions.dashboard_contract import DeleteJob, PutServeConfig, StopJob, SubmitJob
 from raybus.runtime.cache import ObjectCache
@@ -118,8 +118,7 @@ async def test_a_failed_read_back_publish_never_executes_the_write_again(nats_se
         seen = DashboardObservation.model_validate_json(got.data or b"").observation
         assert "j9" in seen.jobs and "j9" not in seen.jobs_missing, seen
         # Done in the ledger: any redelivery is answered from it, never executed again.
-        record, _ = await BatchLedger(await nc.jetstream().key_value(s.KV_BATCHES)).get(
-            dashboard_ledger_key("cmd-submit-j9"))
+        record, _ = await (await BatchLedger.open(nc.jetstream())).get(dashboard_ledger_key("cmd-submit-j9"))
         assert record is not None and record.state == "done" and poller.commands.executed == 1
     finally:
         await poller.stop()
@@ -143,7 +142,10 @@ async def test_a_takeover_looks_before_executing_again(nats_server: NatsServer, 
         owner, counted = Reconciler(nc, "svc", s.Controller.SERVICE), "PUT /api/serve/applications/"
         await owner.want(serve=True)
     ledger = await BatchLedger.open(nc.jetstream())
-    lapsed = await ledger.claim(dashboard_ledger_key(f"cmd-{op}"), holder="p-dead/1", lease_s=0.01, now=0.0)
+    # claimed for the very message the owner sends (its digest): a takeover, not a foreign body
+    digest = digest_of(encode(owner.message(f"cmd-{op}", command)))
+    lapsed = await ledger.claim(dashboard_ledger_key(f"cmd-{op}"), controller=owner.controller.value, digest=digest,
+                                holder="p-dead/1", lease_s=0.01, now=0.0)
     assert lapsed.won and not lapsed.taken_over
     poller = await start_poller(nats_server.url, sim)
     try:

@@ -6,14 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 from nats.aio.client import Client as NATS
 
+from raybus.adapters.kube import KubeClient, new_api_client
 from raybus.decisions.dashboard_contract import SubmitJob
 from raybus.testing.servers import NatsServer, stop_process
+from raybus_sim.apiserver import start_apiserver, write_kubeconfig
 from tests.integration.dashboard.conftest import Sim
 from tests.integration.dashboard.poller_kit import (
     CLUSTER,
@@ -21,6 +23,7 @@ from tests.integration.dashboard.poller_kit import (
     NS,
     ObservationTap,
     Reconciler,
+    create_rayjob_owner,
     last_dashboard_seq,
     requests,
     until,
@@ -30,11 +33,13 @@ pytestmark = pytest.mark.integration
 
 
 class PollerProcess:
-    def __init__(self, nats_url: str, sim: Sim, log: Path) -> None:
-        self.env = {**os.environ, "RAYBUS_NATS_URL": nats_url,
+    """The poller as deployed: its admission reads the RayJob from a (local) API server."""
+
+    def __init__(self, nats_url: str, sim: Sim, log: Path, kubeconfig: Path) -> None:
+        self.env = {**os.environ, "RAYBUS_NATS_URL": nats_url, "RAYBUS_KUBECONFIG": str(kubeconfig),
                     "RAYBUS_DASHBOARD_URL_TEMPLATE": sim.template,
                     "RAYBUS_PROXY_URL_TEMPLATE": sim.root + "/{namespace}/{cluster}/serve",
-                    **{f"RAYBUS_{k.upper()}": str(v) for k, v in FAST_POLLER.items()}}
+                    **{f"RAYBUS_{k.upper()}": str(v) for k, v in FAST_POLLER.items() if k != "admission"}}
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -53,14 +58,27 @@ class PollerProcess:
 
 
 @pytest.fixture
-def poller(nats_server: NatsServer, sim: Sim, tmp_path: Path) -> Iterator[PollerProcess]:
-    proc = PollerProcess(nats_server.url, sim, tmp_path / "poller.log")
+async def api(tmp_path: Path) -> AsyncIterator[tuple[KubeClient, Path]]:
+    srv = await start_apiserver(kubelet=False)
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", srv.url)
+    kube = KubeClient(await new_api_client(str(kubeconfig)))
+    try:
+        yield kube, kubeconfig
+    finally:
+        await kube.close()
+        await srv.stop()
+
+
+@pytest.fixture
+def poller(nats_server: NatsServer, sim: Sim, tmp_path: Path, api: tuple[KubeClient, Path]) -> Iterator[PollerProcess]:
+    proc = PollerProcess(nats_server.url, sim, tmp_path / "poller.log", api[1])
     yield proc
     proc.stop(kill=True)
 
 
 async def test_sigkill_mid_write_neither_loses_nor_duplicates(poller: PollerProcess, sim: Sim,
-                                                              nc: NATS) -> None:
+                                                              nc: NATS, api: tuple[KubeClient, Path]) -> None:
+    await create_rayjob_owner(api[0], job_id="j", entrypoint="sleep 60")
     await sim.control("PUT", f"/{NS}/{CLUSTER}/settings", {"job_write_s": 1.5})
     owner = Reconciler(nc)
     await owner.want(jobs=["j"])
@@ -81,7 +99,9 @@ async def test_sigkill_mid_write_neither_loses_nor_duplicates(poller: PollerProc
     assert [j["submission_id"] for j in listing] == ["j"]
 
 
-async def test_restart_republishes_nothing_unchanged(poller: PollerProcess, sim: Sim, nc: NATS) -> None:
+async def test_restart_republishes_nothing_unchanged(poller: PollerProcess, sim: Sim, nc: NATS,
+                                                     api: tuple[KubeClient, Path]) -> None:
+    await create_rayjob_owner(api[0], job_id="j", entrypoint="sleep 120")
     tap = ObservationTap()
     await tap.start(nc)
     owner = Reconciler(nc)

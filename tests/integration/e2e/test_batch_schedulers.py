@@ -60,9 +60,11 @@ async def skube(sched_stack: LocalStack) -> AsyncIterator[Kube]:
 
 
 async def _reconfigure(kube: Kube, **env: str) -> None:
-    """Restart the operator (watcher + reconciler) with other flags, as a KubeRay redeploy would."""
+    """Restart the operator with other flags, as a KubeRay redeploy would: every process that reads
+    them, the executor too (its admission rebuilds Pods with the same settings; the install feeds
+    them all from one ConfigMap, whose change rolls each Deployment)."""
     kube.stack.env.update(env)
-    for name in ("watcher", "cluster-reconciler"):
+    for name in ("watcher", "command-executor", "cluster-reconciler"):
         await asyncio.to_thread(kube.stack.restart, name)
 
 

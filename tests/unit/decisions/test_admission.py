@@ -20,9 +20,11 @@ from raybus.api.rayjob import RayJob
 from raybus.api.rayservice import RayService
 from raybus.api.settings import FeatureGates
 from raybus.decisions import admission as a
+from raybus.decisions.admission.dashboard import admit_dashboard_command
 from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster, status_update
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject, UpdateStatus
+from raybus.decisions.dashboard_contract import DashboardCommand
 from raybus.decisions.job.model import JobDecision
 from raybus.decisions.service.model import ServiceDecision
 from raybus.decisions.settings import DecisionSettings
@@ -63,6 +65,15 @@ def assert_admitted(controller: str, primary: Json, commands: list[Command], v: 
                     settings: DecisionSettings | None = None) -> None:
     result = verdict(controller, primary, commands, v, settings)
     assert result.admitted, (result.reason, result.detail)
+
+
+def assert_sendable(controller: str, owner: Json, commands: Iterable[DashboardCommand], v: a.LiveView) -> None:
+    """The dashboard-poller's admission lets every dashboard command of a real decision through."""
+    meta = owner["metadata"]
+    for command in commands:
+        result = admit_dashboard_command(controller=controller, namespace=meta.get("namespace", "default"),
+                                         name=meta["name"], uid=meta.get("uid"), command=command, view=v)
+        assert result.admitted, (command.op, result.reason, result.detail)
 
 
 # --- RayClusters: every sample's rounds until nothing more is created -----------------------------------
@@ -178,6 +189,7 @@ class CheckedJobWorld(JobWorld):
                         name=self.job["metadata"]["name"], uid=self.job["metadata"]["uid"])
         status = [UpdateStatus(reason="status", target=ref, status=d.status)] if d.status is not None else []
         assert_admitted("job", self.job, [*d.commands, *status], view(self.job, *clusters))
+        assert_sendable("job", self.job, d.dashboard_commands, view(self.job, *clusters))
         self.checked += 1
         super().apply(d)
 
@@ -199,6 +211,7 @@ class CheckedServiceWorld(ServiceWorld):
         assert_admitted("service", self.service, [*d.commands, *status],
                         view(self.service, *self.clusters.values(), *pods, *self.services.values(),
                              *self.gateways.values(), *self.routes.values()))
+        assert_sendable("service", self.service, d.dashboard_commands, view(self.service, *self.clusters.values()))
         self.checked += 1
         super().apply(d)
 

@@ -358,3 +358,16 @@ def test_any_forged_create_in_a_real_batch_is_refused(data: st.DataObject) -> No
     forged = [*commands[:index], cmd.model_copy(update={"object": mutated}), *commands[index + 1:]]
     result = verdict("cluster", raw, forged, view(raw))
     assert not result.admitted and not result.retry and result.reason and result.detail
+
+
+def test_a_patch_over_an_older_version_is_harmless_and_admitted() -> None:
+    """A decision computed before someone else's write (the autoscaler's) carries the old
+    resourceVersion: the API server refuses it with 409 whatever it says, so admission lets it
+    through rather than call it forged; over the live version, the same patch is refused."""
+    live = copy.deepcopy(CLUSTER)
+    live["metadata"]["resourceVersion"] = "8"
+    stale = dict(TEMPLATE_PATCH, metadata={"resourceVersion": "3"})
+    assert verdict("cluster", live, [patch("RayCluster", "rc", stale, api_version="ray.io/v1")], view(live)).admitted
+    current = dict(TEMPLATE_PATCH, metadata={"resourceVersion": "8"})
+    result = verdict("cluster", live, [patch("RayCluster", "rc", current, api_version="ray.io/v1")], view(live))
+    assert (result.admitted, result.reason) == (False, a.PATCH_CONTENT)

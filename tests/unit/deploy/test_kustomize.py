@@ -89,11 +89,11 @@ def test_one_deployment_per_service_with_probes_resources_and_pdb(target: str) -
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_credentials_only_for_the_watcher_and_the_executor(target: str) -> None:
+def test_credentials_only_for_the_watcher_the_executor_and_the_poller(target: str) -> None:
     docs = render(target)
     accounts, roles, bindings = of(docs, "ServiceAccount"), of(docs, "ClusterRole"), of(docs, "ClusterRoleBinding")
     assert set(accounts) == {f"raybus-{s}" for s in SERVICES} | {"raybus-bus-bootstrap"}
-    assert set(roles) == set(bindings) == {"raybus-watcher", "raybus-command-executor"}
+    assert set(roles) == set(bindings) == {"raybus-watcher", "raybus-command-executor", "raybus-dashboard-poller"}
     # The one namespaced grant: the bus bootstrap Job may create Secrets in raybus-system only.
     (role,) = of(docs, "Role").values()
     assert role["metadata"]["name"] == "raybus-bus-bootstrap"
@@ -101,6 +101,9 @@ def test_credentials_only_for_the_watcher_and_the_executor(target: str) -> None:
     assert [b["roleRef"]["name"] for b in of(docs, "RoleBinding").values()] == ["raybus-bus-bootstrap"]
     assert not any(set(r["verbs"]) & WRITE for r in roles["raybus-watcher"]["rules"])
     assert any(set(r["verbs"]) & WRITE for r in roles["raybus-command-executor"]["rules"])
+    # the poller reads the Ray objects it admits dashboard commands against, and nothing else
+    assert roles["raybus-dashboard-poller"]["rules"] == [{"apiGroups": ["ray.io"], "verbs": ["get", "list", "watch"],
+                                                          "resources": ["rayclusters", "rayjobs", "rayservices"]}]
     for name, binding in bindings.items():
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "raybus-system"}]
     for name, d in of(docs, "Deployment").items():
@@ -157,7 +160,7 @@ def test_settings_named_as_kuberay_reach_the_services_that_use_them(target: str)
             "cluster-reconciler": {"RAYBUS_REDIS_URL", *DECIDING},
             "job-reconciler": {"RAYBUS_REDIS_URL", *DECIDING},
             "service-reconciler": {"RAYBUS_REDIS_URL", *DECIDING},
-            "dashboard-poller": set(DECIDING)}
+            "dashboard-poller": {"RAYBUS_WATCH_NAMESPACE"}}
     common = {"RAYBUS_NATS_URL", "RAYBUS_STREAM_REPLICAS", "RAYBUS_LOG_LEVEL", "RAYBUS_METRICS_PORT",
               "RAYBUS_REPLICA_ID", "RAYBUS_NATS_USER", "RAYBUS_NATS_PASSWORD_FILE", "RAYBUS_NATS_CA_FILE",
               "RAYBUS_BUS_DECLARE"}

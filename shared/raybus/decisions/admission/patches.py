@@ -27,6 +27,7 @@ from raybus.decisions.admission.verdict import (
     PATCH_CONTENT,
     Refused,
     meta,
+    older,
     owned_by,
     uid_of,
     where,
@@ -154,10 +155,21 @@ def _clear_workers_to_delete(group: dict[str, Any]) -> None:
     group["scaleStrategy"] = strategy
 
 
+def stale_precondition(patch: Json, live: Json) -> bool:
+    """The patch carries a resourceVersion older than the live object's: the API server refuses it
+    (409) whatever it says, so it can change nothing. (A reconciler's patch computed before an
+    autoscaler's write is routine; refusing it as forged would only be noise.)"""
+    meta_patch = patch.get("metadata")
+    precondition = meta_patch.get("resourceVersion") if isinstance(meta_patch, Mapping) else None
+    return bool(precondition) and older(str(precondition), str(meta(live).get("resourceVersion") or ""))
+
+
 def check_ray_patch(o: Owner, cmd: PatchObject, live: Json) -> None:
     """The patched Ray object differs from the live one only where the decision code changes it."""
     ref = cmd.target
     what = where(ref.kind, ref.namespace, ref.name)
+    if stale_precondition(cmd.merge_patch, live):
+        return
     before, after = _as_model(live), _as_model(apply_merge_patch(live, cmd.merge_patch))
     if ref.kind == o.kind and ref.name == o.name:  # its own object: its finalizer (+ workersToDelete)
         finalizer = SELF_FINALIZER[ref.kind]
@@ -205,9 +217,11 @@ def _within(patch: Any, desired: Any) -> bool:
     return bool(patch == desired)
 
 
-def check_owned_patch(o: Owner, cmd: PatchObject) -> None:
+def check_owned_patch(o: Owner, cmd: PatchObject, live: Json) -> None:
     """An owned object (Ingress, NetworkPolicy, PodGroup, Service, Gateway, HTTPRoute) is only
     brought back to what its builder gives for the live owner."""
+    if stale_precondition(cmd.merge_patch, live):
+        return
     ref = cmd.target
     what = where(ref.kind, ref.namespace, ref.name)
     patch = dict(cmd.merge_patch)

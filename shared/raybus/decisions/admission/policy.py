@@ -186,12 +186,13 @@ def _check_ref(b: _Batch, cmd: DeleteObject | PatchObject) -> None:
         return
     if isinstance(cmd, DeleteObject) and ref.uid and b.view.gone(ref.uid):
         return  # already gone: the uid precondition makes it a no-op
-    if check_owned_target(b.owner(), cmd) is None or not isinstance(cmd, PatchObject):
+    live = check_owned_target(b.owner(), cmd)
+    if live is None or not isinstance(cmd, PatchObject):
         return
     if ref.kind == "Pod":
         check_pod_patch(b.owner(), cmd)
     else:
-        check_owned_patch(b.owner(), cmd)
+        check_owned_patch(b.owner(), cmd, live)
 
 
 def _check(b: _Batch, cmd: Command) -> None:

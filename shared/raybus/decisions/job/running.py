@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 import yaml
 
 from raybus.api.raycluster import RayCluster
-from raybus.api.rayjob import JobFailedReason, JobSubmissionMode
+from raybus.api.rayjob import JobFailedReason, JobSubmissionMode, RayJob
 from raybus.decisions.dashboard_contract import JobObservation, SubmitJob
 from raybus.decisions.job import constants as c
 from raybus.decisions.job.checks import (
@@ -54,14 +54,20 @@ def has_submitter(mode: str) -> bool:
 
 def submit_job_command(w: Work) -> SubmitJob:
     """dashboardClient.SubmitJob(rayJob): the Jobs API request KubeRay builds from the spec."""
-    spec = w.job.spec
+    return submit_job_request(w.job, job_id=w.get("jobId"), cluster=w.get("rayClusterName"),
+                              reason=f"The Ray job {w.get('jobId')} was not found: submit it via an HTTP request")
+
+
+def submit_job_request(job: RayJob, *, job_id: str, cluster: str, reason: str = "") -> SubmitJob:
+    """The Jobs API request of a (defaulted) RayJob: also what the dashboard-poller's admission
+    rebuilds a submission from to check it."""
+    spec = job.spec
     runtime_env = yaml.safe_load(spec.runtime_env_yaml) if spec.runtime_env_yaml else None
     resources = None
     if spec.entrypoint_resources:
         resources = {str(k): float(v) for k, v in json.loads(spec.entrypoint_resources).items()}
     return SubmitJob(
-        reason=f"The Ray job {w.get('jobId')} was not found: submit it via an HTTP request",
-        cluster=w.get("rayClusterName"), job_id=w.get("jobId"), entrypoint=spec.entrypoint or "",
+        reason=reason, cluster=cluster, job_id=job_id, entrypoint=spec.entrypoint or "",
         runtime_env=runtime_env if isinstance(runtime_env, dict) else None,
         metadata=dict(spec.metadata) if spec.metadata else None,
         entrypoint_num_cpus=float(spec.entrypoint_num_cpus) if spec.entrypoint_num_cpus else None,
