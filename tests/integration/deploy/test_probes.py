@@ -38,9 +38,16 @@ def until(cond: Callable[[], bool], what: str) -> None:
 
 
 def test_ready_only_once_started(tmp_path: Path) -> None:
-    nats_port, metrics_port = free_port(), free_port()
+    nats_port, metrics_port, api_port, dash_port = free_port(), free_port(), free_port(), free_port()
+    kubeconfig = tmp_path / "kubeconfig"
+    # The poller's admission reads the Ray objects from an API server (the local one here).
+    api = subprocess.Popen([sys.executable, "-m", "raybus_sim", "--port", str(api_port), "--kubeconfig",
+                            str(kubeconfig), "--dashboard-port", str(dash_port)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.STDOUT, preexec_fn=die_with_parent())  # noqa: PLW1509
+    until(lambda: kubeconfig.exists() and status(api_port, "/readyz") == 200, "the local API server")
     env = {"RAYBUS_NATS_URL": f"nats://127.0.0.1:{nats_port}", "RAYBUS_METRICS_PORT": str(metrics_port),
-           "RAYBUS_METRICS_LOCAL": "1", "RAYBUS_REPLICA_ID": "probe-0", "PATH": "/usr/bin:/bin"}
+           "RAYBUS_METRICS_LOCAL": "1", "RAYBUS_REPLICA_ID": "probe-0", "PATH": "/usr/bin:/bin",
+           "RAYBUS_KUBECONFIG": str(kubeconfig)}
     log = (tmp_path / "poller.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "dashboard_poller"], env=env, stdout=log,
                             stderr=subprocess.STDOUT, preexec_fn=die_with_parent())  # noqa: PLW1509
@@ -56,5 +63,6 @@ def test_ready_only_once_started(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+        api.kill()
         if nats is not None:
             nats.stop()

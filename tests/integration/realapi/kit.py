@@ -1,10 +1,11 @@
 """raybus services as processes against the real control plane, each with its deploy RBAC.
 
 Like `raybus up` (shared/raybus/cli/stack.py) but the API server is the envtest kube-apiserver: the
-watcher and the command-executor run with ServiceAccount tokens (TokenRequest API) bound to their
-ClusterRoles from the deploy manifest, through a RoleBinding in the test's namespace only (the
-watcher is scoped to that namespace with RAYBUS_WATCH_NAMESPACE), so the real server's RBAC checks
-every call they make, and tests sharing the control plane do not see each other's objects.
+watcher, the command-executor and the dashboard-poller run with ServiceAccount tokens (TokenRequest
+API) bound to their ClusterRoles from the deploy manifest, through a RoleBinding in the test's
+namespace only (their informers are scoped to that namespace with RAYBUS_WATCH_NAMESPACE), so the
+real server's RBAC checks every call they make, and tests sharing the control plane do not see each
+other's objects.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class RealApiServices:
             token = service_token(self.cp, self.namespace, account)
             self.cluster_roles.append(f"{account}-{self.namespace}")
             extra["RAYBUS_KUBECONFIG"] = str(self.cp.write_kubeconfig(self.home / f"{name}.kubeconfig", token))
-        if service == "watcher":
+        if service in SERVICE_ACCOUNTS:  # their informers list and watch this namespace only
             extra.setdefault("RAYBUS_WATCH_NAMESPACE", self.namespace)
         with self.log(name).open("ab") as out:
             proc = subprocess.Popen([sys.executable, "-m", service, "--replica-id", name],

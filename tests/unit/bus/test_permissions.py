@@ -76,7 +76,7 @@ RECONCILERS = {s.Controller.CLUSTER: Role.CLUSTER_RECONCILER, s.Controller.JOB: 
 ids = st.from_regex(r"[a-z0-9][a-z0-9_=-]{0,30}", fullmatch=True)
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 @given(ids)
 def test_the_ledger_is_written_by_its_appliers_only(batch: str) -> None:
     """A record in the command ledger proves a claim only if no one else can write one."""
@@ -87,7 +87,7 @@ def test_the_ledger_is_written_by_its_appliers_only(batch: str) -> None:
     assert not any(may_publish(r, f"$KV.{s.KV_BATCHES}.{batch}") for r in Role if r is not Role.BUS_ADMIN)
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 @given(controllers, ids)
 def test_a_reconciler_revokes_only_its_own_controllers_batches(c: s.Controller, batch: str) -> None:
     for key in (command_key(batch), dashboard_ledger_key(batch)):
@@ -96,7 +96,7 @@ def test_a_reconciler_revokes_only_its_own_controllers_batches(c: s.Controller, 
         assert {r for r in Role if may_publish(r, subject)} == {RECONCILERS[c], applier, Role.BUS_ADMIN}
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 @given(controllers, st.integers(0, 255), names)
 def test_leases_and_memberships_are_written_by_their_owner_only(c: s.Controller, p: int, replica: str) -> None:
     for key in (s.lease_key(c, p), s.member_key(c, replica)):
@@ -105,7 +105,7 @@ def test_leases_and_memberships_are_written_by_their_owner_only(c: s.Controller,
         Role.DASHBOARD_POLLER, Role.BUS_ADMIN}
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 @given(controllers, st.integers(0, 255))
 def test_a_reconciler_pulls_acks_and_creates_only_its_own_trigger_consumers(c: s.Controller, p: int) -> None:
     stream, name = s.trigger_stream(c), s.trigger_consumer_name(c, p)
