@@ -15,6 +15,11 @@ every owner's `DashboardInterest` per cluster and reads a head:
   container reports it, `job_end_signalled`), apps DEPLOYING/DELETING/NOT_STARTED, a proxy
   unhealthy or never read, a write to the cluster moments ago whose effect no read has shown yet
   (a read after the write that changed the observation ends that: the other rules take over);
+- Serve's application status alone every `serve_interval_s` (KubeRay's 2 s RayService requeue)
+  for a cluster whose Serve apps are declared: an app can turn UNHEALTHY with no signal at all (a
+  replica failing its health checks, a deployment stuck), and users alert on the RayService's
+  Ready condition, so that one read keeps KubeRay's cadence; it is one GET for every app, and the
+  round covers nothing else (jobs, proxies, tokens and the slow timer are left as they were);
 - slowly otherwise (`slow_interval_s`, a safety net);
 - with exponential backoff while the head does not answer (a timeout is never a state).
 
@@ -53,6 +58,7 @@ from raybus.decisions.dashboard_contract import ClusterObservation, DashboardInt
 TERMINAL_JOB = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
 CHANGING_APP = frozenset({"DEPLOYING", "DELETING", "NOT_STARTED"})
 SERVE_PUSH_TOKEN = "push/serve="  # poll_now token of pushed Serve actor deaths (with_pushed_ends)
+SERVE_CADENCE = "Serve status cadence"
 
 
 class _Frozen(BaseModel):
@@ -63,6 +69,7 @@ class PollSettings(_Frozen):
     fast_interval_s: float = 1.0  # where a change is expected (KubeRay: 2 s / 3 s always)
     slow_interval_s: float = 30.0  # steady-state safety net
     fresh_window_s: float = 15.0  # a job submitted / a cluster written to this recently stays fast
+    serve_interval_s: float = 2.0  # Serve's app status alone (KubeRay: 2 s); 0 = no such reads
     backoff_cap_s: float = 30.0  # longest wait between attempts at a head that does not answer
     unreachable_after: int = 2  # failed rounds in a row before `reachable` turns False
 
@@ -165,6 +172,7 @@ class PollState(_Frozen):
     write_seen: bool = True  # a read after the last write changed the observation
     read_back: bool = False  # a write just finished: read everything declared, at once
     serve_push_at: float | None = None  # a round covered a pushed death of a Serve actor
+    serve_read_at: float | None = None  # the last round that read Serve (either kind) ended
 
 
 class JobsRequest(_Frozen):
@@ -182,6 +190,9 @@ class PollPlan(_Frozen):
     jobs: JobsRequest | None = None
     serve: bool = False
     proxies: tuple[ProxyRequest, ...] = ()
+    # False: the Serve cadence's round (Serve only). It stands for no other rule: the tokens,
+    # targets and slow timer a full round settles stay as they were.
+    full: bool = True
 
     @property
     def request_count(self) -> int:
@@ -286,15 +297,43 @@ def decide_poll(want: ClusterWant, state: PollState, observation: ClusterObserva
                            streaming=streaming)
         interval = settings.fast_interval_s if fast else settings.slow_interval_s
         at, reason = last + interval, fast or "steady state"
+        serve_at = serve_due_at(want, state, settings)
+        if serve_at < at and at > now:
+            # Only Serve is due: read it alone, the other parts keep their own cadence.
+            due = serve_at <= now
+            return PollDecision(due=due, at=serve_at, reason=SERVE_CADENCE,
+                                plan=PollPlan(serve=True, full=False) if due else None)
     return PollDecision(due=at <= now, at=at, reason=reason, plan=plan if at <= now else None)
 
 
-def after_round(state: PollState, want: ClusterWant, *, now: float, failed: bool) -> PollState:
+def serve_due_at(want: ClusterWant, state: PollState, settings: PollSettings) -> float:
+    """When Serve's status is next due at `serve_interval_s`, counted from the last round that read
+    it (a full round reads it too); math.inf when Serve is not declared or the cadence is off."""
+    if not want.serve or settings.serve_interval_s <= 0:
+        return math.inf
+    last = state.serve_read_at if state.serve_read_at is not None else state.last_attempt_at
+    return math.inf if last is None else last + settings.serve_interval_s
+
+
+def after_round(state: PollState, want: ClusterWant, *, now: float, failed: bool,
+                plan: PollPlan | None = None) -> PollState:
     """State after a round: tokens and targets it covered are seen; failures count up or reset; a
-    pushed Serve actor death it covered keeps Serve at the fast cadence for `fresh_window_s`."""
+    pushed Serve actor death it covered keeps Serve at the fast cadence for `fresh_window_s`.
+    A Serve-only round (`plan.full` False) covers none of that: it moves the Serve cadence, counts
+    a failure (the backoff then governs every read), and a success resets the failures."""
+    reads_serve = plan.serve if plan is not None else want.serve
+    serve_read_at = now if reads_serve else state.serve_read_at
+    if plan is not None and not plan.full:
+        return state.model_copy(update={
+            "serve_read_at": serve_read_at,
+            "last_attempt_at": now if failed else state.last_attempt_at,
+            "last_success_at": state.last_success_at if failed else now,
+            "failures": state.failures + 1 if failed else 0,
+        })
     serve_push = any(t.startswith(SERVE_PUSH_TOKEN) for t in want.poll_now - state.tokens_seen)
     return state.model_copy(update={
         "serve_push_at": now if serve_push else state.serve_push_at,
+        "serve_read_at": serve_read_at,
         "last_attempt_at": now,
         "last_success_at": state.last_success_at if failed else now,
         "failures": state.failures + 1 if failed else 0,
