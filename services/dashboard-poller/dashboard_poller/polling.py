@@ -18,13 +18,13 @@ from dashboard_poller.ray_events import RayEventsReceiver
 from dashboard_poller.view import ClusterKey
 from raybus.bus import subjects as s
 from raybus.decisions.dashboard import head_ready
+from raybus.decisions.dashboard_follow import with_follow_ends
 from raybus.decisions.dashboard_poll import (
     ClusterWant,
     PollPlan,
     PollState,
     after_head_ready,
     decide_poll,
-    with_follow_ends,
     with_pushed_ends,
 )
 from raybus.runtime.cache import ObjectCache
