@@ -17,7 +17,8 @@ with it, everything else stays):
   that window;
 - lag from a Serve app changing status in the simulator (fruit_app set UNHEALTHY, then back to
   RUNNING, `--serve-rounds` times per service) to the RayService's applicationStatuses showing it,
-  p50/p95 (KubeRay: <= 2 s plus its status write);
+  p50/p95 (KubeRay: <= 2 s plus its status write), and to the poller publishing it (its own part,
+  read on the bus with the `tap` user);
 - lag from a job ending in the simulator (the control API finishes `--lag-samples` jobs per mode,
   `--stagger` seconds apart) to its RayJob's status.jobStatus showing SUCCEEDED, p50/p95 per mode
   (KubeRay: <= 3 s, its polling period). Measured after every request window (an ended job is
@@ -37,7 +38,6 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,16 +49,23 @@ import yaml
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
 from raybus.cli.stack import LocalStack, wait_for_line
 from tests.bench import machine, pct
+from tests.bench.dashboard_watch import (
+    APP,
+    NS,
+    RJ,
+    RS,
+    BusTap,
+    StatusLog,
+    app_status,
+    running,
+    service_ready,
+)
 from tests.bench.profile import Profiler
 
 Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
-NS = "default"
-RJ = resource_for("ray.io/v1", "RayJob")
-RS = resource_for("ray.io/v1", "RayService")
 CM = resource_for("v1", "ConfigMap")
 MODES = {"K8sJobMode": "k8s", "HTTPMode": "http", "SidecarMode": "sidecar", "InteractiveMode": "interactive"}
-APP = "fruit_app"
 SERVE_ENV = "RAYBUS_SERVE_INTERVAL_S"  # the dashboard-poller's Serve cadence
 # The poller, and the process serving the simulated heads (with the local API server and node).
 CPU_OF = ("dashboard-poller", "kube-sim")
@@ -75,85 +82,10 @@ def summary(values: list[float]) -> str:
             f"max={max(values):.2f}s")
 
 
-class StatusLog:
-    """Every status each RayJob/RayService had, with when the watch delivered it."""
-
-    def __init__(self, kube: KubeClient) -> None:
-        self._kube = kube
-        self.history: dict[tuple[str, str], list[tuple[float, Json]]] = {}
-        self.changed = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def start(self) -> None:
-        for res, kind in ((RJ, "RayJob"), (RS, "RayService")):
-            _, rv = await self._kube.list_all(res, namespace=NS)
-            self._tasks.append(asyncio.create_task(self._run(res, kind, rv)))
-
-    async def _run(self, res: Any, kind: str, rv: str) -> None:
-        while True:
-            try:
-                async for event in self._kube.watch(res, resource_version=rv, namespace=NS, timeout_s=600):
-                    meta = event.object.get("metadata") or {}
-                    rv = str(meta.get("resourceVersion") or rv)
-                    if event.type in ("ADDED", "MODIFIED"):
-                        entries = self.history.setdefault((kind, str(meta.get("name"))), [])
-                        status = event.object.get("status") or {}
-                        if not entries or entries[-1][1] != status:
-                            entries.append((time.monotonic(), status))
-                            self.changed.set()
-            except KubeError:
-                await asyncio.sleep(0.2)
-
-    def first(self, kind: str, name: str, pred: Callable[[Json], bool], *, since: float) -> float | None:
-        for at, status in self.history.get((kind, name), []):
-            if at >= since and pred(status):
-                return at
-        return None
-
-    def latest(self, kind: str, name: str) -> Json:
-        entries = self.history.get((kind, name))
-        return entries[-1][1] if entries else {}
-
-    async def wait(self, kind: str, names: list[str], pred: Callable[[Json], bool], *, timeout: float,
-                   what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            missing = [n for n in names if not pred(self.latest(kind, n))]
-            if not missing:
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(missing)} {kind}s not {what} after {timeout:.0f}s, e.g. {missing[:3]}: "
-                                   f"{self.latest(kind, missing[0])}")
-            self.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), 1.0)
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-
-def running(st: Json) -> bool:
-    return st.get("jobDeploymentStatus") == "Running" and st.get("jobStatus") == "RUNNING"
-
-
-def app_status(st: Json) -> str | None:
-    apps = (st.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
-    return (apps.get(APP) or {}).get("status")
-
-
-def service_ready(st: Json) -> bool:
-    ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), {})
-    apps = (st.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
-    return ready.get("status") == "True" and bool(apps) and all(a.get("status") == "RUNNING" for a in apps.values())
-
-
 class Bench:
-    def __init__(self, stack: LocalStack, kube: KubeClient, http: httpx.AsyncClient, log: StatusLog) -> None:
-        self.stack, self.kube, self.http, self.log = stack, kube, http, log
+    def __init__(self, stack: LocalStack, kube: KubeClient, http: httpx.AsyncClient, log: StatusLog,
+                 bus: BusTap) -> None:
+        self.stack, self.kube, self.http, self.log, self.bus = stack, kube, http, log, bus
 
     async def sim(self, method: str, path: str, body: Json | None = None) -> Json:
         r = await self.http.request(method, f"{self.stack.dashboard_url}/sim/dashboards{path}", json=body)
@@ -233,24 +165,27 @@ class Bench:
                     lags[mode].append(seen - ended[name])
         return lags
 
-    async def serve_lags(self, services: list[str], stagger: float, to: str | None) -> list[float]:
-        """Set fruit_app's status in each head (None: back to what Serve reports), time until the
-        RayService shows it."""
+    async def serve_lags(self, services: list[str], stagger: float,
+                         to: str | None) -> tuple[list[float], list[float]]:
+        """Set fruit_app's status in each head (None: back to what Serve reports); the time until
+        the poller published it, and until the RayService shows it."""
         shown = to or "RUNNING"
-        changed: dict[str, float] = {}
+        changed: dict[str, tuple[str, float]] = {}
         for name in services:
             cluster = (self.log.latest("RayService", name).get("activeServiceStatus") or {})["rayClusterName"]
             await self.sim("PUT", f"/{NS}/{cluster}/serve/apps/{APP}/status", {"status": to, "message": None})
-            changed[name] = time.monotonic()
+            changed[name] = cluster, time.monotonic()
             await asyncio.sleep(stagger)
         await self.log.wait("RayService", services, lambda st: app_status(st) == shown, timeout=120,
                             what=f"{APP} {shown}")
-        lags = []
-        for name in services:
-            seen = self.log.first("RayService", name, lambda st: app_status(st) == shown, since=changed[name])
-            assert seen is not None
-            lags.append(seen - changed[name])
-        return lags
+        published, status = [], []
+        for name, (cluster, at) in changed.items():
+            seen = self.log.first("RayService", name, lambda st: app_status(st) == shown, since=at)
+            on_bus = self.bus.first(cluster, shown, since=at)
+            assert seen is not None and on_bus is not None, (name, cluster)
+            published.append(on_bus - at)
+            status.append(seen - at)
+        return published, status
 
 
 @dataclass
@@ -260,8 +195,10 @@ class Phase:
     serve_interval_s: float
     per_minute: float = 0.0
     by_endpoint: dict[str, float] = field(default_factory=dict)
-    down: list[float] = field(default_factory=list)
+    down: list[float] = field(default_factory=list)  # the sim's change -> the RayService status
     up: list[float] = field(default_factory=list)
+    down_bus: list[float] = field(default_factory=list)  # the sim's change -> the poller published it
+    up_bus: list[float] = field(default_factory=list)
     job_ends: dict[str, list[float]] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)  # process -> share of one core in the window
 
@@ -305,12 +242,16 @@ async def measure_phase(bench: Bench, phase: Phase, services: list[str], args: a
     phase.per_minute = sum(spent.values()) / minutes
     phase.by_endpoint = {k: v / minutes for k, v in sorted(spent.items())}
     for _ in range(args.serve_rounds):
-        phase.down += await bench.serve_lags(services, args.stagger, "UNHEALTHY")
-        phase.up += await bench.serve_lags(services, args.stagger, None)
+        for to, bus_lags, status_lags in (("UNHEALTHY", phase.down_bus, phase.down),
+                                          (None, phase.up_bus, phase.up)):
+            published, status = await bench.serve_lags(services, args.stagger, to)
+            bus_lags += published
+            status_lags += status
     print(f"{phase.label}: {phase.per_minute:.0f} requests/min "
           f"({', '.join(f'{k} {v:.1f}' for k, v in phase.by_endpoint.items())}); CPU "
           f"{', '.join(f'{k} {100 * v:.1f}%' for k, v in phase.cpu.items())}; "
-          f"RUNNING -> UNHEALTHY {summary(phase.down)}; UNHEALTHY -> RUNNING {summary(phase.up)}", flush=True)
+          f"RUNNING -> UNHEALTHY published {summary(phase.down_bus)}, status {summary(phase.down)}; "
+          f"UNHEALTHY -> RUNNING published {summary(phase.up_bus)}, status {summary(phase.up)}", flush=True)
 
 
 def report(phases: list[Phase], args: argparse.Namespace) -> None:
@@ -319,14 +260,15 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
     print(f"{args.jobs} running RayJobs ({args.jobs // len(MODES)} per submission mode) + {args.services} steady "
           f"RayServices; requests over {args.window:.0f} s of steady state; Serve lags over {args.serve_rounds} "
           f"round(s) x {args.services} services; job ends {args.lag_samples} per mode")
-    print("| poller | dashboard requests/min | KubeRay's cadence | fewer | Serve RUNNING -> UNHEALTHY p50 / p95 "
-          "| UNHEALTHY -> RUNNING p50 / p95 | job end -> SUCCEEDED p50 / p95 |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| poller | dashboard requests/min | KubeRay's cadence | fewer | Serve RUNNING -> UNHEALTHY, RayService "
+          "status p50 / p95 | UNHEALTHY -> RUNNING, status p50 / p95 | the same, published by the poller: down "
+          "| up | job end -> SUCCEEDED p50 / p95 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for ph in phases:
         every = [v for values in ph.job_ends.values() for v in values]
         fewer = f"{kuberay / ph.per_minute:.1f}x" if ph.per_minute else "-"
-        print(f"| {ph.label} | {ph.per_minute:.0f} | {kuberay} | {fewer} "
-              f"| {p50_p95(ph.down)} | {p50_p95(ph.up)} | {p50_p95(every)} |")
+        print(f"| {ph.label} | {ph.per_minute:.0f} | {kuberay} | {fewer} | {p50_p95(ph.down)} | {p50_p95(ph.up)} "
+              f"| {p50_p95(ph.down_bus)} | {p50_p95(ph.up_bus)} | {p50_p95(every)} |")
     for ph in phases:
         print(f"  {ph.label}: by endpoint/min: " + ", ".join(f"{k} {v:.1f}" for k, v in ph.by_endpoint.items()))
         print(f"  {ph.label}: CPU in the window (share of one core): "
@@ -343,11 +285,12 @@ async def run(args: argparse.Namespace) -> None:
                        extra_env={SERVE_ENV: f"{phases[0].serve_interval_s:g}"})
     await asyncio.to_thread(stack.start)  # start() runs its own event loop (declare_bus)
     kube = KubeClient(await new_api_client(str(stack.kubeconfig)))
-    log = StatusLog(kube)
+    log, bus = StatusLog(kube), BusTap()
     try:
         async with httpx.AsyncClient(timeout=30) as http:
             await log.start()
-            bench = Bench(stack, kube, http, log)
+            await bus.start(stack)
+            bench = Bench(stack, kube, http, log, bus)
             t0 = time.monotonic()
             by_mode, services = await bench.apply(args.jobs, args.services)
             await bench.submit_interactive(by_mode["InteractiveMode"], timeout=args.setup_timeout)
@@ -369,6 +312,7 @@ async def run(args: argparse.Namespace) -> None:
                 phase.job_ends = await bench.job_end_lags(batch, args.lag_samples, args.stagger)
             report(phases, args)
     finally:
+        await bus.stop()
         await log.stop()
         await kube.close()
         stack.stop()
