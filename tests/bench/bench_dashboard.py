@@ -69,6 +69,7 @@ MODES = {"K8sJobMode": "k8s", "HTTPMode": "http", "SidecarMode": "sidecar", "Int
 SERVE_ENV = "RAYBUS_SERVE_INTERVAL_S"  # the dashboard-poller's Serve cadence
 # The poller, and the process serving the simulated heads (with the local API server and node).
 CPU_OF = ("dashboard-poller", "kube-sim")
+SLOW_STATUS_S = 1.5  # a status shown this long after the poller published it is printed
 
 
 def _docs(name: str) -> list[Json]:
@@ -185,6 +186,9 @@ class Bench:
             assert seen is not None and on_bus is not None, (name, cluster)
             published.append(on_bus - at)
             status.append(seen - at)
+            if seen - on_bus > SLOW_STATUS_S:  # the status path after the poller, not its detection
+                print(f"  {name}: {shown} published {on_bus - at:.2f} s, status {seen - at:.2f} s after the change",
+                      flush=True)
         return published, status
 
 
