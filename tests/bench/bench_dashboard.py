@@ -1,23 +1,31 @@
-"""Issue 10 benchmark, end to end on the local stack (`raybus.cli.stack.LocalStack`: every raybus
-process, the local API server, simulated kubelet and simulated Ray heads).
+"""The dashboard-poller end to end on the local stack (`raybus.cli.stack.LocalStack`: every raybus
+process, the local API server, simulated kubelet and simulated Ray heads), one run, every poller
+setting side by side.
 
 Objects: `--jobs` running RayJobs (default 100, the four submission modes in turn, entrypoint
 `sleep 900`: InteractiveMode jobs are submitted by hand to their cluster's dashboard, as a user
 does, then named in spec.jobId) and `--services` copies of deploy/samples/ray-service.sample.yaml
-(default 20), all Ready. Reported side by side, one run:
+(default 20), all Ready. For each `--serve-intervals` value (the poller's `--serve-interval-s`,
+default "0,2": the change-driven Serve reads, then KubeRay's 2 s cadence; the poller is restarted
+with it, everything else stays):
 
 - dashboard requests per minute counted by the simulated heads over `--window` seconds of steady
   state (the dashboard gateway's only: the submitter containers' own `ray job submit` requests are
   counted apart, under "submitter ..." keys) against KubeRay's fixed cadence for the same objects
   (GetJobInfo every 3 s per RayJob, Serve details + proxy health every 2 s per RayService:
-  jobs x 20 + services x 30 x 2 per minute);
+  jobs x 20 + services x 30 x 2 per minute), and the CPU of the poller and of the simulator over
+  that window;
+- lag from a Serve app changing status in the simulator (fruit_app set UNHEALTHY, then back to
+  RUNNING, `--serve-rounds` times per service) to the RayService's applicationStatuses showing it,
+  p50/p95 (KubeRay: <= 2 s plus its status write), and to the poller publishing it (its own part,
+  read on the bus with the `tap` user);
 - lag from a job ending in the simulator (the control API finishes `--lag-samples` jobs per mode,
   `--stagger` seconds apart) to its RayJob's status.jobStatus showing SUCCEEDED, p50/p95 per mode
-  (KubeRay: <= 3 s, its polling period);
-- lag from a Serve app changing status in the simulator (fruit_app set UNHEALTHY, then back to
-  RUNNING) to the RayService's applicationStatuses showing it, p50/p95 (KubeRay: <= 2 s).
+  (KubeRay: <= 3 s, its polling period). Measured after every request window (an ended job is
+  read by neither KubeRay nor raybus any more), a fresh batch of jobs per setting.
 Status changes are timed from a watch on RayJobs and RayServices. Run:
-`python -m tests.bench.bench_dashboard [--jobs 100 --services 20 --window 60]` (a few minutes).
+`python -m tests.bench.bench_dashboard [--jobs 100 --services 20 --window 60]` (about 10 minutes);
+`--profile DIR` adds a py-spy summary of the poller per window.
 """
 
 from __future__ import annotations
@@ -30,25 +38,38 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
-from raybus.cli.stack import LocalStack
+from raybus.cli.stack import LocalStack, wait_for_line
 from tests.bench import machine, pct
+from tests.bench.dashboard_watch import (
+    APP,
+    NS,
+    RJ,
+    RS,
+    BusTap,
+    StatusLog,
+    app_status,
+    running,
+    service_ready,
+)
+from tests.bench.profile import Profiler
 
 Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
-NS = "default"
-RJ = resource_for("ray.io/v1", "RayJob")
-RS = resource_for("ray.io/v1", "RayService")
 CM = resource_for("v1", "ConfigMap")
 MODES = {"K8sJobMode": "k8s", "HTTPMode": "http", "SidecarMode": "sidecar", "InteractiveMode": "interactive"}
-APP = "fruit_app"
+SERVE_ENV = "RAYBUS_SERVE_INTERVAL_S"  # the dashboard-poller's Serve cadence
+# The poller, and the process serving the simulated heads (with the local API server and node).
+CPU_OF = ("dashboard-poller", "kube-sim")
+SLOW_STATUS_S = 1.5  # a status shown this long after the poller published it is printed
 
 
 def _docs(name: str) -> list[Json]:
@@ -62,85 +83,10 @@ def summary(values: list[float]) -> str:
             f"max={max(values):.2f}s")
 
 
-class StatusLog:
-    """Every status each RayJob/RayService had, with when the watch delivered it."""
-
-    def __init__(self, kube: KubeClient) -> None:
-        self._kube = kube
-        self.history: dict[tuple[str, str], list[tuple[float, Json]]] = {}
-        self.changed = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def start(self) -> None:
-        for res, kind in ((RJ, "RayJob"), (RS, "RayService")):
-            _, rv = await self._kube.list_all(res, namespace=NS)
-            self._tasks.append(asyncio.create_task(self._run(res, kind, rv)))
-
-    async def _run(self, res: Any, kind: str, rv: str) -> None:
-        while True:
-            try:
-                async for event in self._kube.watch(res, resource_version=rv, namespace=NS, timeout_s=600):
-                    meta = event.object.get("metadata") or {}
-                    rv = str(meta.get("resourceVersion") or rv)
-                    if event.type in ("ADDED", "MODIFIED"):
-                        entries = self.history.setdefault((kind, str(meta.get("name"))), [])
-                        status = event.object.get("status") or {}
-                        if not entries or entries[-1][1] != status:
-                            entries.append((time.monotonic(), status))
-                            self.changed.set()
-            except KubeError:
-                await asyncio.sleep(0.2)
-
-    def first(self, kind: str, name: str, pred: Callable[[Json], bool], *, since: float) -> float | None:
-        for at, status in self.history.get((kind, name), []):
-            if at >= since and pred(status):
-                return at
-        return None
-
-    def latest(self, kind: str, name: str) -> Json:
-        entries = self.history.get((kind, name))
-        return entries[-1][1] if entries else {}
-
-    async def wait(self, kind: str, names: list[str], pred: Callable[[Json], bool], *, timeout: float,
-                   what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            missing = [n for n in names if not pred(self.latest(kind, n))]
-            if not missing:
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(missing)} {kind}s not {what} after {timeout:.0f}s, e.g. {missing[:3]}: "
-                                   f"{self.latest(kind, missing[0])}")
-            self.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), 1.0)
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-
-def running(st: Json) -> bool:
-    return st.get("jobDeploymentStatus") == "Running" and st.get("jobStatus") == "RUNNING"
-
-
-def app_status(st: Json) -> str | None:
-    apps = (st.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
-    return (apps.get(APP) or {}).get("status")
-
-
-def service_ready(st: Json) -> bool:
-    ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), {})
-    apps = (st.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
-    return ready.get("status") == "True" and bool(apps) and all(a.get("status") == "RUNNING" for a in apps.values())
-
-
 class Bench:
-    def __init__(self, stack: LocalStack, kube: KubeClient, http: httpx.AsyncClient, log: StatusLog) -> None:
-        self.stack, self.kube, self.http, self.log = stack, kube, http, log
+    def __init__(self, stack: LocalStack, kube: KubeClient, http: httpx.AsyncClient, log: StatusLog,
+                 bus: BusTap) -> None:
+        self.stack, self.kube, self.http, self.log, self.bus = stack, kube, http, log, bus
 
     async def sim(self, method: str, path: str, body: Json | None = None) -> Json:
         r = await self.http.request(method, f"{self.stack.dashboard_url}/sim/dashboards{path}", json=body)
@@ -220,35 +166,135 @@ class Bench:
                     lags[mode].append(seen - ended[name])
         return lags
 
-    async def serve_lags(self, services: list[str], stagger: float, to: str | None) -> list[float]:
-        """Set fruit_app's status in each head (None: back to what Serve reports), time until the
-        RayService shows it."""
+    async def serve_lags(self, services: list[str], stagger: float,
+                         to: str | None) -> tuple[list[float], list[float]]:
+        """Set fruit_app's status in each head (None: back to what Serve reports); the time until
+        the poller published it, and until the RayService shows it."""
         shown = to or "RUNNING"
-        changed: dict[str, float] = {}
+        changed: dict[str, tuple[str, float]] = {}
         for name in services:
             cluster = (self.log.latest("RayService", name).get("activeServiceStatus") or {})["rayClusterName"]
             await self.sim("PUT", f"/{NS}/{cluster}/serve/apps/{APP}/status", {"status": to, "message": None})
-            changed[name] = time.monotonic()
+            changed[name] = cluster, time.monotonic()
             await asyncio.sleep(stagger)
         await self.log.wait("RayService", services, lambda st: app_status(st) == shown, timeout=120,
                             what=f"{APP} {shown}")
-        lags = []
-        for name in services:
-            seen = self.log.first("RayService", name, lambda st: app_status(st) == shown, since=changed[name])
-            assert seen is not None
-            lags.append(seen - changed[name])
-        return lags
+        published, status = [], []
+        for name, (cluster, at) in changed.items():
+            seen = self.log.first("RayService", name, lambda st: app_status(st) == shown, since=at)
+            on_bus = self.bus.first(cluster, shown, since=at)
+            assert seen is not None and on_bus is not None, (name, cluster)
+            published.append(on_bus - at)
+            status.append(seen - at)
+            if seen - on_bus > SLOW_STATUS_S:  # the status path after the poller, not its detection
+                print(f"  {name}: {shown} published {on_bus - at:.2f} s, status {seen - at:.2f} s after the change",
+                      flush=True)
+        return published, status
+
+
+@dataclass
+class Phase:
+    """One poller setting's numbers, all taken from the same stack."""
+
+    serve_interval_s: float
+    per_minute: float = 0.0
+    by_endpoint: dict[str, float] = field(default_factory=dict)
+    down: list[float] = field(default_factory=list)  # the sim's change -> the RayService status
+    up: list[float] = field(default_factory=list)
+    down_bus: list[float] = field(default_factory=list)  # the sim's change -> the poller published it
+    up_bus: list[float] = field(default_factory=list)
+    job_ends: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)  # process -> share of one core in the window
+
+    @property
+    def label(self) -> str:
+        if self.serve_interval_s <= 0:
+            return "change-driven Serve reads (--serve-interval-s 0)"
+        return f"Serve status every {self.serve_interval_s:g} s (--serve-interval-s {self.serve_interval_s:g})"
+
+
+def p50_p95(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} / {pct(values, 0.95):.2f} s" if values else "n=0"
+
+
+async def use_poller(stack: LocalStack, serve_interval_s: float) -> None:
+    """Run the dashboard-poller with this Serve cadence (a restart; every other process stays)."""
+    if stack.env.get(SERVE_ENV) == f"{serve_interval_s:g}":
+        return
+    stack.env[SERVE_ENV] = f"{serve_interval_s:g}"
+    proc = await asyncio.to_thread(stack.restart, "dashboard-poller")
+    await asyncio.to_thread(wait_for_line, proc, "acquired the dashboard-poller lease", 60.0)
+
+
+async def measure_phase(bench: Bench, phase: Phase, services: list[str], args: argparse.Namespace) -> None:
+    await use_poller(bench.stack, phase.serve_interval_s)
+    await asyncio.sleep(args.settle)  # past the start-up's reads: steady state
+    procs = {name: psutil.Process(bench.stack.proc(name).popen.pid) for name in CPU_OF}
+    before = await bench.raybus_requests()
+    cpu_before = {name: sum(p.cpu_times()[:2]) for name, p in procs.items()}
+    profiler = Profiler(Path(args.profile) / f"serve-interval-{phase.serve_interval_s:g}", {
+        "dashboard-poller": bench.stack.proc("dashboard-poller").popen.pid}) if args.profile else None
+    started = time.monotonic()
+    await asyncio.sleep(args.window)
+    elapsed = time.monotonic() - started
+    if profiler is not None:
+        profiler.stop()
+        profiler.report()
+    minutes = elapsed / 60
+    spent = await bench.raybus_requests() - before
+    phase.cpu = {name: (sum(p.cpu_times()[:2]) - cpu_before[name]) / elapsed for name, p in procs.items()}
+    phase.per_minute = sum(spent.values()) / minutes
+    phase.by_endpoint = {k: v / minutes for k, v in sorted(spent.items())}
+    for _ in range(args.serve_rounds):
+        for to, bus_lags, status_lags in (("UNHEALTHY", phase.down_bus, phase.down),
+                                          (None, phase.up_bus, phase.up)):
+            published, status = await bench.serve_lags(services, args.stagger, to)
+            bus_lags += published
+            status_lags += status
+    print(f"{phase.label}: {phase.per_minute:.0f} requests/min "
+          f"({', '.join(f'{k} {v:.1f}' for k, v in phase.by_endpoint.items())}); CPU "
+          f"{', '.join(f'{k} {100 * v:.1f}%' for k, v in phase.cpu.items())}; "
+          f"RUNNING -> UNHEALTHY published {summary(phase.down_bus)}, status {summary(phase.down)}; "
+          f"UNHEALTHY -> RUNNING published {summary(phase.up_bus)}, status {summary(phase.up)}", flush=True)
+
+
+def report(phases: list[Phase], args: argparse.Namespace) -> None:
+    kuberay = args.jobs * 20 + args.services * 30 * 2
+    print(machine())
+    print(f"{args.jobs} running RayJobs ({args.jobs // len(MODES)} per submission mode) + {args.services} steady "
+          f"RayServices; requests over {args.window:.0f} s of steady state; Serve lags over {args.serve_rounds} "
+          f"round(s) x {args.services} services; job ends {args.lag_samples} per mode")
+    print("| poller | dashboard requests/min | KubeRay's cadence | fewer | Serve RUNNING -> UNHEALTHY, RayService "
+          "status p50 / p95 | UNHEALTHY -> RUNNING, status p50 / p95 | the same, published by the poller: down "
+          "| up | job end -> SUCCEEDED p50 / p95 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for ph in phases:
+        every = [v for values in ph.job_ends.values() for v in values]
+        fewer = f"{kuberay / ph.per_minute:.1f}x" if ph.per_minute else "-"
+        print(f"| {ph.label} | {ph.per_minute:.0f} | {kuberay} | {fewer} | {p50_p95(ph.down)} | {p50_p95(ph.up)} "
+              f"| {p50_p95(ph.down_bus)} | {p50_p95(ph.up_bus)} | {p50_p95(every)} |")
+    for ph in phases:
+        print(f"  {ph.label}: by endpoint/min: " + ", ".join(f"{k} {v:.1f}" for k, v in ph.by_endpoint.items()))
+        print(f"  {ph.label}: CPU in the window (share of one core): "
+              + ", ".join(f"{k} {100 * v:.1f}%" for k, v in ph.cpu.items()))
+        for mode, values in ph.job_ends.items():
+            print(f"  {ph.label}: job end -> SUCCEEDED, {mode}: {summary(values)}")
+    print("goals: Serve p95 <= 2.5 s both ways (KubeRay reads Serve every 2 s), requests >= 3x fewer than "
+          "KubeRay's; job end p95 <= 3 s")
 
 
 async def run(args: argparse.Namespace) -> None:
-    stack = LocalStack(home=Path(tempfile.mkdtemp(prefix="bench-dashboard-")))
+    phases = [Phase(serve_interval_s=float(v)) for v in args.serve_intervals.split(",")]
+    stack = LocalStack(home=Path(tempfile.mkdtemp(prefix="bench-dashboard-")),
+                       extra_env={SERVE_ENV: f"{phases[0].serve_interval_s:g}"})
     await asyncio.to_thread(stack.start)  # start() runs its own event loop (declare_bus)
     kube = KubeClient(await new_api_client(str(stack.kubeconfig)))
-    log = StatusLog(kube)
+    log, bus = StatusLog(kube), BusTap()
     try:
         async with httpx.AsyncClient(timeout=30) as http:
             await log.start()
-            bench = Bench(stack, kube, http, log)
+            await bus.start(stack)
+            bench = Bench(stack, kube, http, log, bus)
             t0 = time.monotonic()
             by_mode, services = await bench.apply(args.jobs, args.services)
             await bench.submit_interactive(by_mode["InteractiveMode"], timeout=args.setup_timeout)
@@ -256,31 +302,21 @@ async def run(args: argparse.Namespace) -> None:
             await log.wait("RayJob", every_job, running, timeout=args.setup_timeout, what="Running/RUNNING")
             await log.wait("RayService", services, service_ready, timeout=args.setup_timeout, what="Ready")
             print(f"setup: {args.jobs} RayJobs Running ({', '.join(f'{len(v)} {k}' for k, v in by_mode.items())}) "
-                  f"and {args.services} RayServices Ready in {time.monotonic() - t0:.0f}s")
-            await asyncio.sleep(args.settle)  # past the start-up's fast reads: steady state
-
-            before = await bench.raybus_requests()
-            started = time.monotonic()
-            await asyncio.sleep(args.window)
-            minutes = (time.monotonic() - started) / 60
-            spent = await bench.raybus_requests() - before
-            ours = sum(spent.values()) / minutes
-            kuberay = args.jobs * 20 + args.services * 30 * 2
-            print(machine())
-            print(f"dashboard requests/min over {args.window:.0f}s: raybus={ours:.0f}  KubeRay cadence={kuberay}  "
-                  f"-> {kuberay / max(ours, 1e-9):.1f}x fewer (goal >= 10x)")
-            print("  by endpoint/min: " + ", ".join(f"{k} {v / minutes:.1f}" for k, v in sorted(spent.items())))
-
-            lags = await bench.job_end_lags(by_mode, args.lag_samples, args.stagger)
-            for mode, values in lags.items():
-                print(f"job end -> RayJob jobStatus SUCCEEDED, {mode}: {summary(values)} (goal p95 <= 3 s)")
-            every = [v for values in lags.values() for v in values]
-            print(f"job end, all modes: {summary(every)}")
-            down = await bench.serve_lags(services, args.stagger, "UNHEALTHY")
-            up = await bench.serve_lags(services, args.stagger, None)
-            print(f"Serve app RUNNING -> UNHEALTHY -> RayService status: {summary(down)} (KubeRay <= 2 s)")
-            print(f"Serve app UNHEALTHY -> RUNNING -> RayService status: {summary(up)} (KubeRay <= 2 s)")
+                  f"and {args.services} RayServices Ready in {time.monotonic() - t0:.0f}s", flush=True)
+            # Every setting's request window first, while every job still runs (an ended job is
+            # not read any more, by KubeRay nor by raybus), then the job ends, newest setting first.
+            for phase in phases:
+                await measure_phase(bench, phase, services, args)
+            remaining = {mode: list(names) for mode, names in by_mode.items()}
+            for phase in reversed(phases):
+                await use_poller(stack, phase.serve_interval_s)
+                await asyncio.sleep(args.settle)
+                batch = {mode: names[:args.lag_samples] for mode, names in remaining.items()}
+                remaining = {mode: names[args.lag_samples:] for mode, names in remaining.items()}
+                phase.job_ends = await bench.job_end_lags(batch, args.lag_samples, args.stagger)
+            report(phases, args)
     finally:
+        await bus.stop()
         await log.stop()
         await kube.close()
         stack.stop()
@@ -295,7 +331,20 @@ def main() -> None:
     parser.add_argument("--lag-samples", type=int, default=8, help="jobs finished per submission mode")
     parser.add_argument("--stagger", type=float, default=0.5, help="seconds between two changes")
     parser.add_argument("--setup-timeout", type=float, default=600.0)
-    asyncio.run(run(parser.parse_args()))
+    parser.add_argument("--serve-intervals", default="0,2",
+                        help="the poller's --serve-interval-s values to measure side by side (0: change-driven)")
+    parser.add_argument("--profile", default="",
+                        help="DIR: py-spy the dashboard-poller over each setting's request window")
+    parser.add_argument("--serve-rounds", type=int, default=2,
+                        help="RUNNING -> UNHEALTHY -> RUNNING rounds per service and setting")
+    args = parser.parse_args()
+    try:
+        intervals = [float(v) for v in args.serve_intervals.split(",")]
+    except ValueError:
+        parser.error(f"--serve-intervals: comma-separated seconds, not {args.serve_intervals!r}")
+    if any(v < 0 for v in intervals) or args.lag_samples * len(intervals) > args.jobs // len(MODES):
+        parser.error("--serve-intervals must be >= 0, and --lag-samples x settings at most the jobs per mode")
+    asyncio.run(run(args))
 
 
 if __name__ == "__main__":

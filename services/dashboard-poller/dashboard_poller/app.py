@@ -60,6 +60,7 @@ class DashboardPollerService:
         self.clusters: ObjectCache | None = None
         self.heads: Heads | None = None
         self.commands: CommandRunner | None = None
+        self.scheduler: PollScheduler | None = None  # while active
         self.lease: LeaderLease | None = None
         self._lease_task: asyncio.Task[None] | None = None
         self._scheduler: asyncio.Task[None] | None = None
@@ -154,9 +155,9 @@ class DashboardPollerService:
         if owed:
             log.info("triggering owners of recent observations again", extra={"clusters": owed})
         self.follower = Follower(self.heads, self._ws)
-        self._scheduler = asyncio.create_task(
-            PollScheduler(self.heads, clusters=self.clusters, follower=self.follower, pushed=self.ray_events,
-                          max_in_flight=self.settings.max_rounds_in_flight).run())
+        self.scheduler = PollScheduler(self.heads, clusters=self.clusters, follower=self.follower,
+                                       pushed=self.ray_events, max_in_flight=self.settings.max_rounds_in_flight)
+        self._scheduler = asyncio.create_task(self.scheduler.run())
         self._workers = PullWorkers(self.nc, stream=s.STREAM_DASHBOARD_COMMANDS,
                                     config=dashboard_command_consumer_config(self.settings.bus()),
                                     handler=self.commands.handle,
@@ -171,7 +172,7 @@ class DashboardPollerService:
             self._workers = None
         if self._scheduler is not None:
             await cancel_and_wait([self._scheduler])
-            self._scheduler = None
+            self._scheduler = self.scheduler = None
 
     async def stop(self) -> None:
         if self._lease_task is not None:

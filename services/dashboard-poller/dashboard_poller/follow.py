@@ -1,7 +1,7 @@
 """Log tail streams of followed jobs: the job-end signal of HTTPMode/InteractiveMode.
 
 What to open and close, and when to retry, is decided in pure code (`decide_follows`,
-`after_follow_end` in decisions/dashboard_poll.py); this module holds the connections. Each
+`after_follow_end` in decisions/dashboard_follow.py); this module holds the connections. Each
 stream's handshake takes the head's lock like every other request, so a head still never sees two
 raybus requests at once; the open stream is then a passive connection (the head pushes log lines
 and closes it when the job is terminal), exactly the one `ray job submit` holds in K8sJobMode's
@@ -25,7 +25,8 @@ from dashboard_poller.view import ClusterKey
 from raybus.adapters.dashboard import DashboardError, render_base_url
 from raybus.adapters.dashboard_tail import open_log_tail
 from raybus.decisions.dashboard_contract import ClusterObservation
-from raybus.decisions.dashboard_poll import ClusterWant, FollowState, after_follow_end, decide_follows
+from raybus.decisions.dashboard_follow import FollowState, after_follow_end, decide_follows
+from raybus.decisions.dashboard_poll import ClusterWant
 from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)

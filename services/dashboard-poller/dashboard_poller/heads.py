@@ -140,7 +140,7 @@ class Heads:
             result = await self.read(want, plan)
             state = self.states.get(key, PollState())
             previous_success = state.last_success_at
-            state = after_round(state, want, now=time.monotonic(), failed=result.failed)
+            state = after_round(state, want, now=time.monotonic(), failed=result.failed, plan=plan)
             self.states[key] = state
             return await self.observe(want, result, failures=state.failures, reason=reason,
                                       previous_success=previous_success, read_at=read_at)

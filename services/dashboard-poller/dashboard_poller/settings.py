@@ -21,6 +21,10 @@ class PollerSettings(CommonSettings):
     fast_interval_s: float = 1.0
     slow_interval_s: float = 30.0
     fresh_window_s: float = 15.0
+    # Serve's application status alone, this often per cluster whose Serve apps are declared
+    # (KubeRay reads it every 2 s per RayService; an app can turn UNHEALTHY with no signal to
+    # raybus); 0: only the change-driven reads and the slow safety net (docs/dashboard-poller.md).
+    serve_interval_s: float = Field(default=2.0, ge=0)
     backoff_cap_s: float = 30.0
     unreachable_after: int = 2
     read_timeout_s: float = 2.0
@@ -54,7 +58,8 @@ class PollerSettings(CommonSettings):
 
     def poll(self) -> PollSettings:
         return PollSettings(fast_interval_s=self.fast_interval_s, slow_interval_s=self.slow_interval_s,
-                            fresh_window_s=self.fresh_window_s, backoff_cap_s=self.backoff_cap_s,
+                            fresh_window_s=self.fresh_window_s, serve_interval_s=self.serve_interval_s,
+                            backoff_cap_s=self.backoff_cap_s,
                             unreachable_after=self.unreachable_after)
 
     def timeouts(self) -> DashboardTimeouts:

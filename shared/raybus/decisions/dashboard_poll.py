@@ -15,6 +15,11 @@ every owner's `DashboardInterest` per cluster and reads a head:
   container reports it, `job_end_signalled`), apps DEPLOYING/DELETING/NOT_STARTED, a proxy
   unhealthy or never read, a write to the cluster moments ago whose effect no read has shown yet
   (a read after the write that changed the observation ends that: the other rules take over);
+- Serve's application status alone every `serve_interval_s` (KubeRay's 2 s RayService requeue)
+  for a cluster whose Serve apps are declared: an app can turn UNHEALTHY with no signal at all (a
+  replica failing its health checks, a deployment stuck), and users alert on the RayService's
+  Ready condition, so that one read keeps KubeRay's cadence; it is one GET for every app, and the
+  round covers nothing else (jobs, proxies, tokens and the slow timer are left as they were);
 - slowly otherwise (`slow_interval_s`, a safety net);
 - with exponential backoff while the head does not answer (a timeout is never a state).
 
@@ -26,17 +31,7 @@ are not read again (a terminal Ray job never changes; KubeRay stops polling them
 the read-back after a write. The poller runs a round's requests one after another, and never a
 round and a command at the same time, so a head never has two raybus requests in flight.
 
-Follow streams (`DashboardInterest.follow_jobs`, HTTPMode/InteractiveMode). K8sJobMode and
-SidecarMode learn of a job's end from Kubernetes: the submitter container runs `ray job submit`,
-which follows the job's log tail (`GET /api/jobs/<id>/logs/tail`, a WebSocket the head closes once
-the job is terminal) and exits with it. The other modes have no such container, so the poller
-holds that same stream itself: one passive connection per followed job, opened (a single
-request, under the head's lock like every other) once the job is observed PENDING/RUNNING, never
-for a terminal, ghost or unobserved job (a not-yet-submitted job would be a 404). When it ends,
-cleanly or not, the cluster is read at once (a `follow/<job>=<n>` poll_now token), and a new
-stream for the same job waits `next_delay(ends)`: the ends in a row, reset by a stream that lived
-`backoff_cap_s`, so a head or proxy that keeps dropping it costs at most one stream + one read per
-backoff step. A followed job with a stream open does not need the "just started" fast cadence.
+Follow streams (log tail streams of followed jobs) are decided in dashboard_follow.py.
 """
 
 from __future__ import annotations
@@ -53,6 +48,7 @@ from raybus.decisions.dashboard_contract import ClusterObservation, DashboardInt
 TERMINAL_JOB = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
 CHANGING_APP = frozenset({"DEPLOYING", "DELETING", "NOT_STARTED"})
 SERVE_PUSH_TOKEN = "push/serve="  # poll_now token of pushed Serve actor deaths (with_pushed_ends)
+SERVE_CADENCE = "Serve status cadence"
 
 
 class _Frozen(BaseModel):
@@ -63,6 +59,7 @@ class PollSettings(_Frozen):
     fast_interval_s: float = 1.0  # where a change is expected (KubeRay: 2 s / 3 s always)
     slow_interval_s: float = 30.0  # steady-state safety net
     fresh_window_s: float = 15.0  # a job submitted / a cluster written to this recently stays fast
+    serve_interval_s: float = 2.0  # Serve's app status alone (KubeRay: 2 s); 0 = no such reads
     backoff_cap_s: float = 30.0  # longest wait between attempts at a head that does not answer
     unreachable_after: int = 2  # failed rounds in a row before `reachable` turns False
 
@@ -165,6 +162,7 @@ class PollState(_Frozen):
     write_seen: bool = True  # a read after the last write changed the observation
     read_back: bool = False  # a write just finished: read everything declared, at once
     serve_push_at: float | None = None  # a round covered a pushed death of a Serve actor
+    serve_read_at: float | None = None  # the last round that read Serve (either kind) ended
 
 
 class JobsRequest(_Frozen):
@@ -182,6 +180,9 @@ class PollPlan(_Frozen):
     jobs: JobsRequest | None = None
     serve: bool = False
     proxies: tuple[ProxyRequest, ...] = ()
+    # False: the Serve cadence's round (Serve only). It stands for no other rule: the tokens,
+    # targets and slow timer a full round settles stay as they were.
+    full: bool = True
 
     @property
     def request_count(self) -> int:
@@ -286,15 +287,43 @@ def decide_poll(want: ClusterWant, state: PollState, observation: ClusterObserva
                            streaming=streaming)
         interval = settings.fast_interval_s if fast else settings.slow_interval_s
         at, reason = last + interval, fast or "steady state"
+        serve_at = serve_due_at(want, state, settings)
+        if serve_at < at and at > now:
+            # Only Serve is due: read it alone, the other parts keep their own cadence.
+            due = serve_at <= now
+            return PollDecision(due=due, at=serve_at, reason=SERVE_CADENCE,
+                                plan=PollPlan(serve=True, full=False) if due else None)
     return PollDecision(due=at <= now, at=at, reason=reason, plan=plan if at <= now else None)
 
 
-def after_round(state: PollState, want: ClusterWant, *, now: float, failed: bool) -> PollState:
+def serve_due_at(want: ClusterWant, state: PollState, settings: PollSettings) -> float:
+    """When Serve's status is next due at `serve_interval_s`, counted from the last round that read
+    it (a full round reads it too); math.inf when Serve is not declared or the cadence is off."""
+    if not want.serve or settings.serve_interval_s <= 0:
+        return math.inf
+    last = state.serve_read_at if state.serve_read_at is not None else state.last_attempt_at
+    return math.inf if last is None else last + settings.serve_interval_s
+
+
+def after_round(state: PollState, want: ClusterWant, *, now: float, failed: bool,
+                plan: PollPlan | None = None) -> PollState:
     """State after a round: tokens and targets it covered are seen; failures count up or reset; a
-    pushed Serve actor death it covered keeps Serve at the fast cadence for `fresh_window_s`."""
+    pushed Serve actor death it covered keeps Serve at the fast cadence for `fresh_window_s`.
+    A Serve-only round (`plan.full` False) covers none of that: it moves the Serve cadence, counts
+    a failure (the backoff then governs every read), and a success resets the failures."""
+    reads_serve = plan.serve if plan is not None else want.serve
+    serve_read_at = now if reads_serve else state.serve_read_at
+    if plan is not None and not plan.full:
+        return state.model_copy(update={
+            "serve_read_at": serve_read_at,
+            "last_attempt_at": now if failed else state.last_attempt_at,
+            "last_success_at": state.last_success_at if failed else now,
+            "failures": state.failures + 1 if failed else 0,
+        })
     serve_push = any(t.startswith(SERVE_PUSH_TOKEN) for t in want.poll_now - state.tokens_seen)
     return state.model_copy(update={
         "serve_push_at": now if serve_push else state.serve_push_at,
+        "serve_read_at": serve_read_at,
         "last_attempt_at": now,
         "last_success_at": state.last_success_at if failed else now,
         "failures": state.failures + 1 if failed else 0,
@@ -321,61 +350,6 @@ def after_change(state: PollState, *, read_at: float) -> PollState:
 def after_head_ready(state: PollState) -> PollState:
     """The head pod just became Ready: forget the backoff of the head that was not there."""
     return state.model_copy(update={"failures": 0, "last_attempt_at": None})
-
-
-# --- follow streams ---------------------------------------------------------------------------------
-class FollowState(_Frozen):
-    """One followed job's stream history (monotonic seconds)."""
-
-    ends: int = 0  # streams that ended in a row without one living `backoff_cap_s`
-    retry_at: float | None = None  # no new stream before this
-
-
-class FollowPlan(_Frozen):
-    open: tuple[str, ...] = ()  # start a stream for these jobs
-    close: tuple[str, ...] = ()  # streams no longer wanted (job terminal, undeclared)
-    at: float = math.inf  # decide again at the latest (a backoff running out)
-
-
-def decide_follows(want: ClusterWant | None, observation: ClusterObservation | None, *,
-                   streaming: frozenset[str], follows: Mapping[str, FollowState], now: float,
-                   head_ready: bool | None = None) -> FollowPlan:
-    """Which log tail streams of one cluster to open or close. A stream is wanted for a followed
-    job observed PENDING/RUNNING (not a ghost): never for an unobserved job (the head would answer
-    404 before the submission lands) nor for a terminal one (nothing left to signal)."""
-    wanted: set[str] = set()
-    for job_id in want.follow if want is not None else ():
-        job = observation.jobs.get(job_id) if observation is not None else None
-        if job is not None and not job.ghost and job.status not in TERMINAL_JOB:
-            wanted.add(job_id)
-    opening: list[str] = []
-    at = math.inf
-    if head_ready is not False:  # a head Pod that is not Ready is not there to stream from
-        for job_id in sorted(wanted - streaming):
-            retry_at = follows[job_id].retry_at if job_id in follows else None
-            if retry_at is not None and retry_at > now:
-                at = min(at, retry_at)
-            else:
-                opening.append(job_id)
-    return FollowPlan(open=tuple(opening), close=tuple(sorted(streaming - wanted)), at=at)
-
-
-def after_follow_end(state: FollowState, *, opened_at: float, now: float,
-                     settings: PollSettings) -> FollowState:
-    """A stream ended (closed by the head or broken): the next one for this job waits a backoff
-    that grows while streams keep ending quickly."""
-    ends = 1 if now - opened_at >= settings.backoff_cap_s else state.ends + 1
-    delay = next_delay(ends, base_s=settings.fast_interval_s, cap_s=settings.backoff_cap_s)
-    return FollowState(ends=ends, retry_at=now + delay)
-
-
-def with_follow_ends(want: ClusterWant, ends: Mapping[str, int]) -> ClusterWant:
-    """A followed job's stream that ended asks for a read at once, exactly like an owner's
-    poll_now token (so a round that started before the end does not count as covering it)."""
-    tokens = {f"follow/{job_id}={n}" for job_id, n in ends.items() if job_id in want.follow and n}
-    if not tokens:
-        return want
-    return want.model_copy(update={"poll_now": want.poll_now | tokens})
 
 
 def with_pushed_ends(want: ClusterWant, ends: Mapping[str, int], serve_deaths: int = 0) -> ClusterWant:

@@ -108,7 +108,7 @@ class Reconciler:
 
     async def want(self, **interest: Any) -> bool:
         return await self.interests.publish(controller=self.controller, key=self.key, kind=self.kind,
-                                            interest=DashboardInterest(cluster=CLUSTER, **interest))
+                                            interest=DashboardInterest(**{"cluster": CLUSTER, **interest}))
 
     def message(self, command_id: str, command: DashboardCommand) -> DashboardCommandMessage:
         return DashboardCommandMessage(key=self.key, kind=self.kind, controller=self.controller.value,

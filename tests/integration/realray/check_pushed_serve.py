@@ -39,6 +39,7 @@ async def test_a_pushed_serve_replica_death_makes_the_poller_see_the_app_change(
         proxy_url_template=ray_head.proxy,
         **{**FAST_POLLER, "fast_interval_s": 1.0, "read_timeout_s": 10.0, "slow_interval_s": 120.0,
            "fresh_window_s": 20.0, "backoff_cap_s": 30.0, "lease_ttl_s": 10.0,
+           "serve_interval_s": 0.0,  # the push alone: no Serve cadence
            "ray_events_key": ray_head.events_key, "ray_events_host": "127.0.0.1",
            "ray_events_port": ray_head.events_port})
     config = {"applications": [{"name": "app1", "route_prefix": "/", "import_path": "realray_app:app"}]}

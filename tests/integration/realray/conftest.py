@@ -41,6 +41,8 @@ EVENTS_NS, EVENTS_CLUSTER = "ns", "rc"
 # its workers' PYTHONPATH (set at `ray start`, inherited by the raylet and its workers).
 APP_MODULE = '''
 import os
+import time
+
 from ray import serve
 
 
@@ -59,6 +61,29 @@ class Hello:
 
 def app(args: dict) -> object:
     return Hello.bind(args.get("greeting", "hello"))
+
+
+@serve.deployment(health_check_period_s=0.5, health_check_timeout_s=10, ray_actor_options={"num_cpus": 0})
+class Gated:
+    """test_serve_cadence: fails its health check while the file `flag` exists (Serve marks the app
+    UNHEALTHY after 3 failures in a row and replaces the replica); a replacement's constructor
+    waits for the file to go, so the app stays UNHEALTHY until then, then turns RUNNING."""
+
+    def __init__(self, flag: str) -> None:
+        self.flag = flag
+        while os.path.exists(flag):
+            time.sleep(0.1)
+
+    def check_health(self) -> None:
+        if os.path.exists(self.flag):
+            raise RuntimeError("realray: unhealthy on purpose")
+
+    def __call__(self, request) -> str:
+        return "gated"
+
+
+def gated_app(args: dict) -> object:
+    return Gated.bind(args["flag"])
 '''
 
 

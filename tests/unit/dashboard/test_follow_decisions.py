@@ -1,4 +1,4 @@
-"""Log tail streams of followed jobs (decisions/dashboard_poll.py "Follow streams"): which to hold,
+"""Log tail streams of followed jobs (decisions/dashboard_follow.py): which to hold,
 the backoff between streams of one job, and a stream's end as a read at once. Table-driven +
 properties."""
 
@@ -12,19 +12,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raybus.decisions.dashboard_contract import ClusterObservation, DashboardInterest, JobObservation
+from raybus.decisions.dashboard_follow import FollowState, after_follow_end, decide_follows, with_follow_ends
 from raybus.decisions.dashboard_poll import (
     ClusterWant,
-    FollowState,
     OwnedInterest,
     Owner,
     PollSettings,
     PollState,
-    after_follow_end,
     after_round,
-    decide_follows,
     decide_poll,
     merge_interests,
-    with_follow_ends,
 )
 
 S = PollSettings(fast_interval_s=1.0, slow_interval_s=30.0, fresh_window_s=15.0, backoff_cap_s=30.0)

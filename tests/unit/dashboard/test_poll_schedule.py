@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -16,12 +17,15 @@ from raybus.decisions.dashboard_contract import (
     ServeAppObservation,
 )
 from raybus.decisions.dashboard_poll import (
+    SERVE_CADENCE,
     ClusterWant,
     JobsRequest,
     OwnedInterest,
     Owner,
+    PollPlan,
     PollSettings,
     PollState,
+    ProxyRequest,
     ProxyTarget,
     after_change,
     after_head_ready,
@@ -32,7 +36,10 @@ from raybus.decisions.dashboard_poll import (
     plan_requests,
 )
 
-S = PollSettings(fast_interval_s=1.0, slow_interval_s=30.0, fresh_window_s=15.0, backoff_cap_s=30.0)
+# The change-driven schedule alone (no Serve cadence); the Serve cadence has its own tests below.
+S = PollSettings(fast_interval_s=1.0, slow_interval_s=30.0, fresh_window_s=15.0, backoff_cap_s=30.0,
+                 serve_interval_s=0.0)
+S2 = S.model_copy(update={"serve_interval_s": 2.0})  # KubeRay's RayService cadence, the default
 NOW = 1000.0  # monotonic seconds
 WALL_MS = 1_800_000_000_000  # epoch ms
 
@@ -239,3 +246,121 @@ def test_requests_per_round_do_not_grow_with_jobs_or_apps(n_jobs: int, serve: bo
     jobs = tuple(f"j{i}" for i in range(n_jobs))
     plan = plan_requests(want(jobs=jobs, serve=serve), None)
     assert plan.request_count == 1 + serve
+
+
+# --- the Serve cadence (serve_interval_s) -----------------------------------------------------------
+HEAD = ProxyTarget(pod="head", ip="10.0.0.1", port=8000)
+SERVICE = want(serve=True, proxies=(HEAD,))
+STEADY = obs(serve_apps={"a": app("RUNNING")}, proxy_healthy={"head": True})
+READ_SERVICE = PollState(last_attempt_at=NOW - 10, last_success_at=NOW - 10, polled_targets=SERVICE.targets)
+SERVE_ONLY = PollPlan(serve=True, full=False)
+
+# (case, want, state, observation, head_ready, due, reason contains, at, plan when due)
+CADENCE: list[tuple[str, ClusterWant, PollState, ClusterObservation | None, bool | None, bool, str, float,
+                    PollPlan | None]] = [
+    ("apps RUNNING, Serve read 2.5 s ago: Serve alone", SERVICE,
+     READ_SERVICE.model_copy(update={"serve_read_at": NOW - 2.5}), STEADY, None, True, SERVE_CADENCE, NOW - 0.5,
+     SERVE_ONLY),
+    ("apps RUNNING, Serve read 1.5 s ago: not yet", SERVICE,
+     READ_SERVICE.model_copy(update={"serve_read_at": NOW - 1.5}), STEADY, None, False, SERVE_CADENCE, NOW + 0.5,
+     None),
+    ("no Serve-only read yet: counted from the last full round", SERVICE, READ_SERVICE, STEADY, None, True,
+     SERVE_CADENCE, NOW - 8, SERVE_ONLY),
+    ("jobs and proxies declared beside Serve: Serve alone is read",
+     want(jobs=("j",), serve=True, proxies=(HEAD,)),
+     PollState(last_attempt_at=NOW - 10, polled_targets=want(jobs=("j",), serve=True, proxies=(HEAD,)).targets,
+               serve_read_at=NOW - 3), obs(jobs={"j": job("RUNNING")}, serve_apps={"a": app("RUNNING")},
+                                           proxy_healthy={"head": True}), None, True, SERVE_CADENCE, NOW - 1,
+     SERVE_ONLY),
+    ("the slow round due: the full round (it reads Serve too)", SERVICE,
+     READ_SERVICE.model_copy(update={"last_attempt_at": NOW - 31, "serve_read_at": NOW - 1}), STEADY, None, True,
+     "steady state", NOW - 1, PollPlan(serve=True, proxies=(ProxyRequest(target=HEAD),))),
+    ("apps DEPLOYING: the fast full round comes first", SERVICE,
+     READ_SERVICE.model_copy(update={"last_attempt_at": NOW - 0.5, "serve_read_at": NOW - 0.5}),
+     obs(serve_apps={"a": app("DEPLOYING")}, proxy_healthy={"head": True}), None, False, "DEPLOYING", NOW + 0.5,
+     None),
+    ("a head that does not answer: the backoff governs every read", SERVICE,
+     READ_SERVICE.model_copy(update={"failures": 3, "last_attempt_at": NOW - 1, "serve_read_at": NOW - 5}), STEADY,
+     None, False, "backoff", NOW - 1 + 8, None),
+    ("head Pod not Ready: nothing", SERVICE, READ_SERVICE.model_copy(update={"serve_read_at": NOW - 5}), STEADY,
+     False, False, "head pod not ready", math.inf, None),
+    ("a poll_now token: the full round at once", want(serve=True, proxies=(HEAD,), poll_now=frozenset({"s/o=1"})),
+     READ_SERVICE.model_copy(update={"serve_read_at": NOW - 5}), STEADY, None, True, "poll_now", NOW,
+     PollPlan(serve=True, proxies=(ProxyRequest(target=HEAD),))),
+    ("Serve not declared: no cadence", PROXY,
+     PollState(last_attempt_at=NOW - 10, polled_targets=PROXY.targets, serve_read_at=NOW - 5),
+     obs(proxy_healthy={"head": True}), None, False, "steady state", NOW + 20, None),
+]
+
+
+@pytest.mark.parametrize(("case", "w", "state", "o", "ready", "due", "reason", "at", "plan"), CADENCE,
+                         ids=[c[0] for c in CADENCE])
+def test_serve_cadence(case: str, w: ClusterWant, state: PollState, o: ClusterObservation | None,
+                       ready: bool | None, due: bool, reason: str, at: float, plan: PollPlan | None) -> None:
+    decision = decide_poll(w, state, o, now=NOW, wall_ms=WALL_MS, settings=S2, head_ready=ready)
+    assert (decision.due, decision.at) == (due, pytest.approx(at)), decision
+    assert reason in decision.reason
+    assert decision.plan == plan
+
+
+def test_serve_cadence_off_is_the_change_driven_schedule() -> None:
+    state = READ_SERVICE.model_copy(update={"serve_read_at": NOW - 5})
+    decision = decide_poll(SERVICE, state, STEADY, now=NOW, wall_ms=WALL_MS, settings=S)
+    assert (decision.due, decision.at, decision.reason) == (False, NOW + 20, "steady state")
+
+
+def test_a_serve_only_round_settles_nothing_else() -> None:
+    w = want(jobs=("j",), serve=True, proxies=(HEAD,), poll_now=frozenset({"s/o=1"}))
+    state = PollState(last_attempt_at=NOW - 10, last_success_at=NOW - 10, polled_targets=w.targets,
+                      tokens_seen=frozenset({"s/o=0"}), serve_read_at=NOW - 3)
+    ok = after_round(state, w, now=NOW, failed=False, plan=SERVE_ONLY)
+    assert ok.serve_read_at == NOW and ok.last_success_at == NOW
+    assert (ok.last_attempt_at, ok.tokens_seen, ok.polled_targets) == (NOW - 10, state.tokens_seen, w.targets)
+    failed = after_round(state, w, now=NOW, failed=True, plan=SERVE_ONLY)
+    assert failed.failures == 1 and failed.last_attempt_at == NOW and failed.last_success_at == NOW - 10
+    # The backoff retries with a full round.
+    retry = decide_poll(w.model_copy(update={"poll_now": state.tokens_seen}), failed, None, now=NOW + 2,
+                        wall_ms=WALL_MS, settings=S2)
+    assert retry.due and "backoff" in retry.reason and retry.plan is not None and retry.plan.full
+    full = after_round(state, w, now=NOW, failed=False, plan=plan_requests(w, None))
+    assert full.serve_read_at == NOW and full.last_attempt_at == NOW and full.tokens_seen == w.poll_now
+
+
+def _steady_minute(settings: PollSettings, w: ClusterWant, o: ClusterObservation) -> tuple[list[float], dict[str, int]]:
+    """Run the scheduler's loop (decide, read, after_round) over 10 steady minutes, ticking every 0.1 s:
+    when Serve was read, and how many requests of each part were sent per minute."""
+    state, now, serve_reads, sent = PollState(), 0.0, [], {"jobs": 0, "serve": 0, "proxy": 0}
+    while now < 600:
+        d = decide_poll(w, state, o, now=now, wall_ms=WALL_MS, settings=settings)
+        if d.due:
+            assert d.plan is not None
+            sent["jobs"] += d.plan.jobs is not None
+            sent["serve"] += d.plan.serve
+            sent["proxy"] += len(d.plan.proxies)
+            if d.plan.serve:
+                serve_reads.append(now)
+            state = after_round(state, w, now=now, failed=False, plan=d.plan)
+        now = round(now + 0.1, 1)
+    return serve_reads, {k: round(v / 10) for k, v in sent.items()}
+
+
+def test_a_steady_service_cluster_costs_serve_every_2_s_and_the_rest_at_the_safety_net() -> None:
+    w = want(jobs=("j",), serve=True, proxies=(HEAD,))
+    o = obs(jobs={"j": job("RUNNING")}, serve_apps={"a": app("RUNNING")}, proxy_healthy={"head": True})
+    reads, per_minute = _steady_minute(S2, w, o)
+    assert max(b - a for a, b in itertools.pairwise(reads)) == pytest.approx(2.0)
+    assert per_minute == {"jobs": 2, "serve": 30, "proxy": 2}  # KubeRay: Serve 30 + proxy 30 per RayService
+    assert _steady_minute(S, w, o)[1] == {"jobs": 2, "serve": 2, "proxy": 2}
+
+
+@given(app_status=app_statuses, since=st.floats(0, 60), serve_since=st.floats(0, 60), expect=st.booleans())
+def test_serve_is_never_read_later_than_its_cadence(app_status: str, since: float, serve_since: float,
+                                                    expect: bool) -> None:
+    w = want(serve=True, proxies=(HEAD,), expect_change=expect)
+    state = PollState(last_attempt_at=NOW - since, polled_targets=w.targets, serve_read_at=NOW - serve_since)
+    o = obs(serve_apps={"a": app(app_status)}, proxy_healthy={"head": True})
+    d = decide_poll(w, state, o, now=NOW, wall_ms=WALL_MS, settings=S2)
+    assert d.due == (d.at <= NOW)
+    assert d.due or d.at <= NOW - serve_since + S2.serve_interval_s + 1e-9
+    if d.due:
+        assert d.plan is not None and d.plan.serve and d.plan.request_count <= 2

@@ -143,7 +143,8 @@ def test_after_a_pushed_serve_death_serve_stays_fast_for_the_fresh_window() -> N
     from raybus.decisions.dashboard_contract import ClusterObservation
     from raybus.decisions.dashboard_poll import after_round
 
-    settings = PollSettings(fast_interval_s=1.0, slow_interval_s=30.0, fresh_window_s=15.0)
+    # The push alone: no Serve cadence.
+    settings = PollSettings(fast_interval_s=1.0, slow_interval_s=30.0, fresh_window_s=15.0, serve_interval_s=0)
     want = ClusterWant(namespace="ns", cluster="c", serve=True)
     obs = ClusterObservation(namespace="ns", cluster="c", serve_apps={})
     state = after_round(PollState(), want, now=0.0, failed=False)
