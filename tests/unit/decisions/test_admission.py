@@ -5,6 +5,7 @@ decided on; forged batches of each kind are refused with a reason."""
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -162,6 +163,9 @@ def test_the_samples_exercise_every_kind_the_cluster_controller_creates() -> Non
     assert kinds == a.CREATES["cluster"]
 
 
+GENERATIONS = itertools.count(1000)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshots())
 def test_arbitrary_cluster_snapshots_are_admitted(case: tuple[ClusterSnapshot, OperatorSettings]) -> None:
@@ -169,6 +173,9 @@ def test_arbitrary_cluster_snapshots_are_admitted(case: tuple[ClusterSnapshot, O
     d = reconcile_cluster(snap, settings=cfg, now=T0, entropy="e")
     status = status_update(snap, d)
     raw = snap.cluster.to_manifest()
+    # Each example is another spec of the same-named cluster: the API server would have bumped its
+    # generation (admission builds once per generation).
+    raw["metadata"]["generation"] = next(GENERATIONS)
     # In the API server every object of the cluster carries its ownerReference (the generated ones may not).
     ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": snap.cluster.name,
            "uid": snap.cluster.metadata.uid, "controller": True}

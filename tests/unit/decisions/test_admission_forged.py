@@ -269,7 +269,7 @@ def test_a_create_decided_on_a_newer_owner_than_the_view_is_retried() -> None:
     """The executor's informer has an older RayCluster than the one the reconciler decided on (its
     spec changed): the Pod does not match yet, so the batch is looked at again, not refused."""
     newer = copy.deepcopy(CLUSTER)
-    newer["metadata"]["resourceVersion"] = "9"
+    newer["metadata"] |= {"resourceVersion": "9", "generation": 2}  # a spec change bumps the generation
     newer["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = "rayproject/ray:2.53.0"
     d = reconcile_cluster(ClusterSnapshot(cluster=RayCluster.model_validate(newer)), settings=OperatorSettings(),
                           now=T0, entropy="n")

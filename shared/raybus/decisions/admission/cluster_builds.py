@@ -2,9 +2,8 @@
 rayClusterReconcile may create (owned.py, auth_secret.py, network_policy.py, redis_cleanup.py,
 batch_scheduler.py) and its Pods (pod_manifest.py), built by those very functions.
 
-Memoised per live object (decisions/memo.py): the executor's informer hands the same dict until
-the RayCluster's next watch event, so a RayCluster's creates are built once per version, not once
-per Pod.
+Built once per RayCluster spec (metadata.generation), labels and annotations (_Builds), not once
+per batch or Pod.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from raybus.api.defaults import with_defaults
 from raybus.api.raycluster import RayCluster
@@ -43,10 +43,10 @@ from raybus.decisions.cluster.services import (
     needs_headless_worker_service,
 )
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.decisions.memo import LastPerObject
 
 Json = Mapping[str, Any]
 ObjKey = tuple[str, str, str]  # (apiVersion, kind, name)
+INDEX_LABELS = (podutil.REPLICA_INDEX_LABEL, podutil.REPLICA_NAME_LABEL, podutil.HOST_INDEX_LABEL)
 _PLACEHOLDER = "admission-placeholder"
 
 
@@ -117,11 +117,13 @@ class ClusterBuilds:
         prefix = worker_pod_name_prefix(self.cluster, group)
         if not generated_name_ok(name, prefix):
             raise Refused(NOT_BUILT, f"worker Pod name {name!r} is not {prefix!r} + a generated suffix")
-        indices = _indices(labels, hosts=group.num_of_hosts or 1) \
-            if self.settings.feature_gates.ray_multi_host_indexing else (None, None, None)
-        return self._shape(("worker", group_name, *indices), lambda: worker_pod_manifest(
-            self.cluster, group, settings=self.settings, name=_PLACEHOLDER, replica_group_name=indices[0],
-            replica_index=indices[1], host_index=indices[2]))
+        hosts = group.num_of_hosts or 1
+        _check_indices(labels, hosts=hosts, indexing=self.settings.feature_gates.ray_multi_host_indexing)
+        # One build per group: the indices only ever set their three labels (exempt.py), which the
+        # comparison leaves out; built with index 0, as KubeRay's int parameters default.
+        return self._shape(("worker", group_name), lambda: worker_pod_manifest(
+            self.cluster, group, settings=self.settings, name=_PLACEHOLDER, replica_group_name="",
+            replica_index=0, host_index=0))
 
     def _shape(self, key: tuple[Any, ...], build: Any) -> Any:
         shape = self._pods.get(key)
@@ -129,35 +131,74 @@ class ClusterBuilds:
             pod = build()
             group = podutil.labels(pod).get(podutil.GROUP_LABEL, "")
             pod = add_scheduler_metadata(self.cluster, pod, group_name=group, settings=self.settings)
-            shape = self._pods[key] = as_received(without_name(pod))
+            shape = self._pods[key] = as_received(without_indices(without_name(pod)))
         return shape
 
 
-def _indices(labels: Mapping[str, str], *, hosts: int) -> tuple[str | None, int | None, int | None]:
-    """RayMultiHostIndexing labels a created worker Pod carries (exempt, checked for form)."""
-    replica = labels.get(podutil.REPLICA_INDEX_LABEL)
-    host = labels.get(podutil.HOST_INDEX_LABEL)
+def _check_indices(labels: Mapping[str, str], *, hosts: int, indexing: bool) -> None:
+    """The RayMultiHostIndexing labels a created worker Pod carries: exactly those the builder sets
+    (the replica index with the gate on; the replica name and host index for a multi-host group),
+    each of its form (exempt.py)."""
+    expected = set(INDEX_LABELS[:1] if hosts == 1 else INDEX_LABELS) if indexing else set()
+    present = {key for key in INDEX_LABELS if key in labels}
+    if present != expected:
+        raise Refused(NOT_BUILT, f"worker Pod index labels {sorted(present)}, the builder sets {sorted(expected)}")
+    replica, host = labels.get(podutil.REPLICA_INDEX_LABEL), labels.get(podutil.HOST_INDEX_LABEL)
     if replica is not None and not replica.isdigit():
         raise Refused(NOT_BUILT, f"replica index label {replica!r} is not a number")
     if host is not None and not (host.isdigit() and int(host) < hosts):
         raise Refused(NOT_BUILT, f"host index label {host!r} is not below numOfHosts {hosts}")
-    return (labels.get(podutil.REPLICA_NAME_LABEL), int(replica) if replica is not None else None,
-            int(host) if host is not None else None)
 
 
-_BUILDS: LastPerObject[ClusterBuilds] = LastPerObject(limit=20_000)
+def without_indices(pod: Any) -> Any:
+    """A Pod without its RayMultiHostIndexing labels (a shallow copy where it had any)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if not any(key in labels for key in INDEX_LABELS):
+        return pod
+    meta = dict(pod["metadata"])
+    meta["labels"] = {key: value for key, value in labels.items() if key not in INDEX_LABELS}
+    return {**pod, "metadata": meta}
+
+
+class _Builds:
+    """One ClusterBuilds per RayCluster while what the builders read is unchanged: its spec
+    (metadata.generation), labels, annotations and deletion, and the settings. Not its status: a
+    RayCluster's status write is a new object every reconcile, and rebuilding its Pods each time
+    would cost as much as the reconcile."""
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self._limit = limit
+        self._last: dict[tuple[str, str], tuple[tuple[Any, ...], ClusterBuilds]] = {}
+
+    def get(self, raw: Json, settings: OperatorSettings) -> ClusterBuilds:
+        m = meta(raw)
+        name = (str(m.get("namespace") or ""), str(m.get("name") or ""))
+        generation = m.get("generation")
+        key = (m.get("uid"), generation if generation is not None else m.get("resourceVersion"),
+               m.get("deletionTimestamp"), to_json(m.get("labels") or {}), to_json(m.get("annotations") or {}),
+               id(settings), settings)
+        hit = self._last.get(name)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        builds = ClusterBuilds(raw, settings)
+        if len(self._last) >= self._limit:
+            self._last.clear()
+        self._last[name] = (key, builds)
+        return builds
+
+
+_BUILDS = _Builds()
 
 
 def cluster_builds(raw: Json, settings: OperatorSettings) -> ClusterBuilds:
-    key = (str(meta(raw).get("namespace") or ""), str(meta(raw).get("name") or ""))
-    return _BUILDS.get(key, (raw, settings), lambda: ClusterBuilds(raw, settings))
+    return _BUILDS.get(raw, settings)
 
 
 def check_cluster_create(raw: Json, created: Json, settings: OperatorSettings, *, what: str) -> None:
     """Refuse `created` unless the RayCluster controller builds exactly it for the live `raw`."""
     builds = cluster_builds(raw, settings)
     if created.get("kind") == "Pod" and created.get("apiVersion") == "v1":
-        if without_name(created) != builds.pod(created):
+        if without_indices(without_name(created)) != builds.pod(created):
             raise Refused(NOT_BUILT, f"{what} is not the Pod the RayCluster's spec builds")
         return
     key = (str(created.get("apiVersion") or ""), str(created.get("kind") or ""), str(meta(created).get("name") or ""))
