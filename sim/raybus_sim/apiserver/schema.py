@@ -101,7 +101,9 @@ def validate(value: Any, schema: Schema, path: str, causes: list[Cause]) -> None
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             causes.append(("FieldValueTypeInvalid", path, (f'Invalid value: "{_type_name(value)}": {path} in body must '
                            f'be of type integer,string: "{_type_name(value)}"')))
-        return
+        if not isinstance(value, str):
+            return
+        stype = "string"  # a string's own checks still apply: the Quantity pattern
     if stype in _TYPES:
         ok = isinstance(value, _TYPES[stype]) and not (stype in ("integer", "number") and isinstance(value, bool))
         if stype == "integer" and isinstance(value, float) and value.is_integer():
