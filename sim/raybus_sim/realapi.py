@@ -60,7 +60,8 @@ async def install_crds(client: KubeClient, crd_dir: Path) -> None:
     taking over fields an earlier install wrote."""
     names = []
     for path in sorted(crd_dir.glob("*.y*ml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        # libyaml: a full-schema CRD is 0.5-0.8 MB of YAML
+        for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 await client.server_side_apply(CRD, doc, namespace=None, field_manager="raybus-install", force=True)
                 names.append(doc["metadata"]["name"])

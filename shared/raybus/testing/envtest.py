@@ -257,7 +257,7 @@ def install_crds(cp: ControlPlane, paths: list[Path] | tuple[Path, ...], *, time
     for path in paths:
         files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
         for file in files:
-            for doc in yaml.safe_load_all(file.read_text()):
+            for doc in yaml.load_all(file.read_text(), Loader=_LOADER):
                 if doc and doc.get("kind") == "CustomResourceDefinition":
                     names.append(apply_crd(cp, doc, field_manager=field_manager))
     deadline = time.monotonic() + timeout
@@ -270,6 +270,7 @@ def install_crds(cp: ControlPlane, paths: list[Path] | tuple[Path, ...], *, time
 
 
 _CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: a full-schema CRD is 0.5-0.8 MB of YAML
 
 
 def apply_crd(cp: ControlPlane, doc: Json, *, field_manager: str = "raybus-install") -> str:

@@ -109,7 +109,8 @@ def test_kubectl_explain_reaches_pod_template_fields(ray_crds: ControlPlane, fie
 def _ratchet_crd(full: bool) -> dict[str, Any]:
     """The generated RayCluster CRD under a group of its own (the test must not swap the ray.io CRD
     other tests use); not `full`: the earlier schema, whose pod templates kept any field."""
-    crd: dict[str, Any] = yaml.safe_load((REPO / "deploy" / "crds" / "ray.io_rayclusters.yaml").read_text())
+    crd: dict[str, Any] = yaml.load((REPO / "deploy" / "crds" / "ray.io_rayclusters.yaml").read_text(),
+                                    Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     crd["metadata"]["name"] = "rayclusters.ratchet.raybus.test"
     crd["spec"]["group"] = "ratchet.raybus.test"
     if not full:
@@ -124,7 +125,7 @@ def test_an_object_stored_under_the_earlier_schema_still_updates(control_plane: 
                                                                   tmp_path: Path) -> None:
     cp = control_plane
     path = tmp_path / "lax.yaml"
-    path.write_text(yaml.safe_dump(_ratchet_crd(full=False)))
+    path.write_text(json.dumps(_ratchet_crd(full=False)))
     install_crds(cp, [path])
     items = f"/apis/ratchet.raybus.test/v1/namespaces/{namespace}/rayclusters"
     obj = json.loads(json.dumps(next(c.obj for c in CORPUS if c.id == "sample/ray-cluster.complete.yaml")))
@@ -135,7 +136,7 @@ def test_an_object_stored_under_the_earlier_schema_still_updates(control_plane: 
     head["resources"]["limits"]["cpu"] = "1x"
     try:
         cp.request("POST", items, obj)
-        path.write_text(yaml.safe_dump(_ratchet_crd(full=True)))
+        path.write_text(json.dumps(_ratchet_crd(full=True)))
         install_crds(cp, [path])
         _new_schema_is_served(cp, items, obj)
         # unchanged invalid fields ratchet: the autoscaler's replicas patch goes through
