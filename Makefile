@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest test test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds lock clean images compose-test
+.PHONY: venv envtest test test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test
 
 venv: $(STAMP)
 
@@ -81,8 +81,23 @@ chaos: venv
 chaos-short: venv
 	$(BIN)/pytest -q -p no:cacheprovider tests/chaos/check_soak_short.py $(CHAOS_SHORT_ARGS)
 
+# The CRDs: the models, KubeRay's markers and the pinned Kubernetes schemas (docs/crds.md); offline.
 crds: venv
 	$(BIN)/python -m raybus.api.crdgen deploy/crds
+
+# Re-take the pinned Kubernetes schemas (shared/raybus/api/openapi/) from the real kube-apiserver.
+crds-openapi: venv envtest
+	$(BIN)/python -m tests.crds.openapi_snapshot
+
+# KubeRay v1.7.0's verdicts on the CRD corpus (tests/crds/kuberay-v1.7.0-verdicts.json), on a control
+# plane of its own. KUBERAY_GIT: a clone (or bare git dir) of github.com/ray-project/kuberay.
+crd-verdicts: venv envtest
+	@test -n "$(KUBERAY_GIT)" || { echo "set KUBERAY_GIT to a git dir of ray-project/kuberay (tag v1.7.0)"; exit 2; }
+	$(BIN)/python -m tests.crds.record_kuberay --kuberay-git $(KUBERAY_GIT)
+
+# Every corpus case through kubectl itself (about 1.5 minutes; make test sends kubectl's requests).
+crd-corpus: venv envtest
+	$(BIN)/pytest -q -p no:cacheprovider tests/integration/realapi/check_crd_corpus.py
 
 # Re-pin after changing pyproject dependencies: requirements.lock (everything, what `make venv`
 # and the dev image install) and requirements-runtime.lock (the runtime image: [project]

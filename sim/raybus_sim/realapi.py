@@ -56,11 +56,14 @@ async def _wait(check: Any, what: str, timeout: float = 60.0) -> None:
 
 
 async def install_crds(client: KubeClient, crd_dir: Path) -> None:
+    """Server-side apply (the CRDs' full schemas are far over client-side apply's annotation limit),
+    taking over fields an earlier install wrote."""
     names = []
     for path in sorted(crd_dir.glob("*.y*ml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        # libyaml: a full-schema CRD is 0.5-0.8 MB of YAML
+        for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                await _apply(client, CRD, doc)
+                await client.server_side_apply(CRD, doc, namespace=None, field_manager="raybus-install", force=True)
                 names.append(doc["metadata"]["name"])
 
     async def established() -> bool:

@@ -6,7 +6,7 @@ import importlib
 import sys
 
 BENCHES = ["tests.bench.bench_bus", "tests.bench.bench_boundary", "tests.bench.bench_clusters",
-           "tests.bench.bench_dashboard"]
+           "tests.bench.bench_dashboard", "tests.bench.bench_crds"]
 
 if __name__ == "__main__":
     only = sys.argv[1:]

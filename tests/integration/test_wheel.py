@@ -16,8 +16,10 @@ from raybus.cli.stack import SERVICES
 from tests.runtime_lock import render
 
 ROOT = Path(__file__).resolve().parents[2]
+# `raybus up`'s services and the optional validating webhook (deploy/kustomize/components/webhook)
+DEPLOYABLES = [*SERVICES, "webhook"]
 PACKAGES = {"raybus": ROOT / "shared" / "raybus",
-            **{s: ROOT / "services" / s.replace("_", "-") / s for s in SERVICES}}
+            **{s: ROOT / "services" / s.replace("_", "-") / s for s in DEPLOYABLES}}
 
 # In the fresh venv: import every module of every package (a __main__ would run its program:
 # the --help test below runs those); print the failures.
@@ -80,7 +82,7 @@ def test_wheel_holds_every_module_and_no_simulator(wheel: Path) -> None:
     assert not [n for n in names if n.startswith("raybus_sim/")], "the runtime wheel carries the simulator"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
-    for service in SERVICES:
+    for service in DEPLOYABLES:
         assert f"raybus-{service.replace('_', '-')} = {service}.__main__:main" in scripts
 
 
@@ -91,7 +93,7 @@ def test_every_module_imports_from_the_installed_wheel(venv: Path, tmp_path: Pat
                         if p.name != "__main__.py" and "__pycache__" not in p.parts)
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYABLES)
 def test_every_service_answers_help(venv: Path, tmp_path: Path, service: str) -> None:
     # The entry point the images run (`python -m <service>`, what `raybus up` runs, is the same
     # main: the entry_points check above ties them).

@@ -462,6 +462,14 @@ class KubeClient:
             options["propagationPolicy"] = propagation
         return await self._call("DELETE", res.path(namespace=namespace, name=name), body=options)
 
+    async def server_side_apply(self, res: Resource, body: Json, *, namespace: str | None, field_manager: str,
+                                force: bool = False) -> Json:
+        """`kubectl apply --server-side [--force-conflicts]`: what installs objects too large for
+        client-side apply's last-applied annotation (the full-schema CRDs)."""
+        query = [("fieldManager", field_manager), *([("force", "true")] if force else [])]
+        return await self._call("PATCH", res.path(namespace=namespace, name=body["metadata"]["name"]), query=query,
+                                body=body, content_type="application/apply-patch+yaml")
+
     async def merge_patch(self, res: Resource, *, namespace: str | None, name: str,
                           patch: Json) -> Json:
         return await self._call("PATCH", res.path(namespace=namespace, name=name), body=patch,

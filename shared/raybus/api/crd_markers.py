@@ -9,22 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from raybus.api.crd_core import CORE, META, NETWORKING
 from raybus.api.meta import Condition, RayModel
 from raybus.api.raycluster import (
     AuthOptions,
     AutoscalerOptions,
+    CollectorOptions,
     GcsEmbeddedStorage,
     GcsFaultToleranceOptions,
     HeadGroupSpec,
     IngressOptions,
     NetworkPolicyConfig,
+    NetworkPolicyRules,
     RayClusterSpec,
     RayClusterStatus,
     RayClusterUpgradeStrategy,
+    RedisCredential,
     WorkerGroupNetworkPolicyRules,
     WorkerGroupSpec,
 )
-from raybus.api.raycronjob import RayCronJobSpec
+from raybus.api.raycronjob import RayCronJobSpec, RayCronJobStatus
 from raybus.api.rayjob import (
     DeletionCondition,
     DeletionPolicy,
@@ -32,10 +36,36 @@ from raybus.api.rayjob import (
     DeletionStrategy,
     RayJobSpec,
     RayJobStatus,
+    RayJobStatusInfo,
 )
-from raybus.api.rayservice import ClusterUpgradeOptions, RayServiceSpec, RayServiceStatuses
+from raybus.api.rayservice import ClusterUpgradeOptions, RayServiceSpec, RayServiceStatus, RayServiceStatuses
 
 Markers = dict[str, Any]
+
+# Fields the models keep as raw Kubernetes objects (dicts) -> the Go type of KubeRay's field, whose
+# full schema crd_core inlines (for a list field: the type of its items). Looked up along the
+# model's bases, so WorkerGroupNetworkPolicyRules has NetworkPolicyRules' entries.
+EMBEDDED: dict[tuple[type[RayModel], str], str] = {
+    (HeadGroupSpec, "template"): CORE + "PodTemplateSpec",
+    (HeadGroupSpec, "head_service"): CORE + "Service",
+    (WorkerGroupSpec, "template"): CORE + "PodTemplateSpec",
+    (IngressOptions, "tls"): NETWORKING + "IngressTLS",
+    (AutoscalerOptions, "resources"): CORE + "ResourceRequirements",
+    (AutoscalerOptions, "security_context"): CORE + "SecurityContext",
+    (AutoscalerOptions, "env"): CORE + "EnvVar",
+    (AutoscalerOptions, "env_from"): CORE + "EnvFromSource",
+    (AutoscalerOptions, "volume_mounts"): CORE + "VolumeMount",
+    (RedisCredential, "value_from"): CORE + "EnvVarSource",
+    (NetworkPolicyRules, "ingress_rules"): NETWORKING + "NetworkPolicyIngressRule",
+    (NetworkPolicyRules, "egress_rules"): NETWORKING + "NetworkPolicyEgressRule",
+    (CollectorOptions, "resources"): CORE + "ResourceRequirements",
+    (CollectorOptions, "env"): CORE + "EnvVar",
+    (RayJobSpec, "submitter_pod_template"): CORE + "PodTemplateSpec",
+    (RayServiceSpec, "serve_service"): CORE + "Service",
+}
+
+# Models that are a Kubernetes type as they stand (metav1.Condition, with its kubebuilder markers).
+AS_CORE: dict[type[RayModel], str] = {Condition: META + "Condition"}
 
 _DELETION_POLICIES = ["DeleteCluster", "DeleteWorkers", "DeleteSelf", "DeleteNone"]
 _MANAGED_BY: Markers = {
@@ -49,6 +79,7 @@ _MANAGED_BY: Markers = {
     ]
 }
 _CONDITIONS: Markers = {"x-kubernetes-list-map-keys": ["type"], "x-kubernetes-list-type": "map"}
+_TIME: Markers = {"format": "date-time"}  # metav1.Time: the models keep the RFC 3339 string
 
 FIELD_MARKERS: dict[tuple[type[RayModel], str], Markers] = {
     # raycluster_types.go
@@ -76,10 +107,9 @@ FIELD_MARKERS: dict[tuple[type[RayModel], str], Markers] = {
     },
     (IngressOptions, "path_type"): {"enum": ["Exact", "Prefix", "ImplementationSpecific"]},
     (RayClusterStatus, "conditions"): _CONDITIONS,
-    (RayClusterStatus, "last_update_time"): {"format": "date-time", "nullable": True},
+    (RayClusterStatus, "last_update_time"): {**_TIME, "nullable": True},
+    (RayClusterStatus, "state_transition_times"): {"additionalProperties": {**_TIME, "type": "string"}},
     (RayClusterStatus, "observed_generation"): {"format": "int64"},
-    (Condition, "observed_generation"): {"format": "int64"},
-    (Condition, "last_transition_time"): {"format": "date-time"},
     # rayjob_types.go
     (RayJobSpec, "managed_by"): _MANAGED_BY,
     (RayJobSpec, "backoff_limit"): {"default": 0},
@@ -95,12 +125,22 @@ FIELD_MARKERS: dict[tuple[type[RayModel], str], Markers] = {
     (RayJobStatus, "succeeded"): {"default": 0},
     (RayJobStatus, "failed"): {"default": 0},
     (RayJobStatus, "observed_generation"): {"format": "int64"},
+    (RayJobStatus, "start_time"): _TIME,
+    (RayJobStatus, "end_time"): _TIME,
+    (RayJobStatus, "job_status_check_failure_start_time"): _TIME,
+    (RayJobStatusInfo, "start_time"): _TIME,
+    (RayJobStatusInfo, "end_time"): _TIME,
     # rayservice_types.go
     (RayServiceSpec, "managed_by"): _MANAGED_BY,
     (RayServiceSpec, "ray_cluster_deletion_delay_seconds"): {"minimum": 0},
     (ClusterUpgradeOptions, "max_surge_percent"): {"default": 100},
     (RayServiceStatuses, "conditions"): _CONDITIONS,
     (RayServiceStatuses, "observed_generation"): {"format": "int64"},
+    (RayServiceStatuses, "last_update_time"): _TIME,
+    (RayServiceStatus, "last_traffic_migrated_time"): _TIME,
+    # raycronjob_types.go
+    (RayCronJobSpec, "time_zone"): {"minLength": 1},
+    (RayCronJobStatus, "last_schedule_time"): _TIME,
 }
 
 OBJECT_MARKERS: dict[type[RayModel], Markers] = {
@@ -133,14 +173,13 @@ OBJECT_MARKERS: dict[type[RayModel], Markers] = {
     },
 }
 
-# json tags without omitempty / +optional. minReplicas/maxReplicas are deliberately left out: they
-# carry CRD defaults, and an API server that does not default must still accept samples omitting them.
+# json tags without omitempty / +optional. minReplicas/maxReplicas are required with a default: the
+# API server defaults before it validates, so a manifest may omit them.
 REQUIRED: dict[type[RayModel], list[str]] = {
     RayClusterSpec: ["headGroupSpec"],
     HeadGroupSpec: ["template"],
-    WorkerGroupSpec: ["groupName"],
+    WorkerGroupSpec: ["groupName", "maxReplicas", "minReplicas", "template"],
     WorkerGroupNetworkPolicyRules: ["groupName"],
-    Condition: ["status", "type"],
     DeletionRule: ["condition", "policy"],
     RayServiceSpec: ["rayClusterConfig"],
     ClusterUpgradeOptions: ["gatewayClassName", "intervalSeconds", "stepSizePercent"],

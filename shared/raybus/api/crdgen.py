@@ -2,10 +2,15 @@
 
     python -m raybus.api.crdgen deploy/crds      # writes ray.io_<plural>.yaml, deterministic
 
-Schemas are structural: every node is typed; embedded Kubernetes objects (pod templates, Services,
-env, resources ...) are ``type: object`` + ``x-kubernetes-preserve-unknown-fields: true`` because we
-keep them as raw dicts; KubeRay's markers (defaults, enums, CEL) come from :mod:`raybus.api.crd_markers`.
-Like KubeRay's CRDs they have ``categories: [all]`` and no shortNames.
+Schemas are structural and complete, as KubeRay's (controller-gen) are: the models give the Ray
+fields, :mod:`raybus.api.crd_markers` KubeRay's markers (defaults, enums, CEL) and which Kubernetes
+type each embedded object is (pod templates, Services, env, resources ...), and
+:mod:`raybus.api.crd_core` inlines that type's full schema from the pinned kube-apiserver OpenAPI
+snapshot. So the API server rejects a typo or a wrong type anywhere in a pod template at apply time,
+as it does with KubeRay's CRDs, and ``kubectl explain`` reaches every field. No descriptions
+(KubeRay generates with ``maxDescLen=0``; with them the CRDs pass etcd's request size limit).
+Like KubeRay's CRDs they have ``categories: [all]`` and no shortNames. At 1 MB each they exceed
+client-side apply's annotation limit: install them with ``kubectl apply --server-side``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from typing import Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel
 
-from raybus.api.crd_markers import FIELD_MARKERS, OBJECT_MARKERS, REQUIRED
+from raybus.api.crd_core import QUANTITY, core_schema
+from raybus.api.crd_markers import AS_CORE, EMBEDDED, FIELD_MARKERS, OBJECT_MARKERS, REQUIRED
 from raybus.api.meta import GROUP, VERSION, RayModel, RayObject
 from raybus.api.raycluster import RayCluster
 from raybus.api.raycronjob import RayCronJob
@@ -29,7 +35,6 @@ from raybus.api.rayservice import RayService
 Schema = dict[str, Any]
 
 _PRESERVE: Schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-_INT_OR_STRING: Schema = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
 
 
 def _column(name: str, path: str, kind: str = "string", priority: int = 0) -> dict[str, Any]:
@@ -67,7 +72,8 @@ PRINTER_COLUMNS: dict[type[RayObject], list[dict[str, Any]]] = {
     ],
     RayCronJob: [
         _column("schedule", ".spec.schedule"),
-        _column("last schedule", ".status.lastScheduleTime"),
+        _column("timezone", ".spec.timeZone"),
+        _column("last schedule", ".status.lastScheduleTime", "date"),
         _column("age", ".metadata.creationTimestamp", "date"),
         _column("suspend", ".spec.suspend", "boolean"),
     ],
@@ -93,7 +99,7 @@ def type_schema(annotation: Any) -> Schema:
     if len(members) > 1:
         kinds = set(members)
         if str in kinds and kinds <= {str, int, float}:
-            return dict(_INT_OR_STRING)  # resource.Quantity
+            return copy.deepcopy(QUANTITY)  # resource.Quantity
         if kinds <= {int, float}:
             return {"type": "number"}
         raise TypeError(f"unsupported union {annotation!r}")
@@ -116,15 +122,35 @@ def type_schema(annotation: Any) -> Schema:
         if value is Any:
             return dict(_PRESERVE)  # an embedded Kubernetes object
         return {"additionalProperties": type_schema(value), "type": "object"}
+    if tp in AS_CORE:
+        return core_schema(AS_CORE[tp])
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return model_schema(tp)
     raise TypeError(f"unsupported annotation {tp!r}")
 
 
+def embedded_type(model: type[BaseModel], name: str) -> str | None:
+    """The Kubernetes type KubeRay's field `name` of `model` (or of a base model) has, if any."""
+    for base in model.__mro__:
+        if isinstance(base, type) and issubclass(base, RayModel) and (base, name) in EMBEDDED:
+            return EMBEDDED[(base, name)]
+    return None
+
+
+def field_schema(model: type[BaseModel], name: str, annotation: Any) -> Schema:
+    kind = embedded_type(model, name)
+    if kind is None:
+        return type_schema(annotation)
+    (tp,) = _non_none(annotation)
+    if get_origin(tp) is list:
+        return {"items": core_schema(kind), "type": "array"}
+    return core_schema(kind)
+
+
 def model_schema(model: type[BaseModel]) -> Schema:
     properties: dict[str, Schema] = {}
     for name, info in model.model_fields.items():
-        schema = type_schema(info.annotation)
+        schema = field_schema(model, name, info.annotation)
         if isinstance(model, type) and issubclass(model, RayModel):
             schema.update(copy.deepcopy(FIELD_MARKERS.get((model, name), {})))
         properties[info.alias or name] = schema
@@ -181,7 +207,11 @@ def crd(kind: type[RayObject]) -> dict[str, Any]:
     }
 
 
-class _NoAliasDumper(yaml.SafeDumper):
+# libyaml's emitter when PyYAML has it (the same text, twice as fast on 2.5 MB of CRDs).
+_SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _NoAliasDumper(_SafeDumper):  # type: ignore[misc,valid-type]
     """Write repeated sub-schemas out in full: anchors make the CRDs hard to read and diff, and some
     Kubernetes tooling mishandles them."""
 

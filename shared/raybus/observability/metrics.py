@@ -40,6 +40,9 @@ DASHBOARD_OBSERVATION_LAG = Histogram(
     ["part"], buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120))
 DASHBOARD_COMMANDS = Counter("raybus_dashboard_commands_total", "Dashboard commands executed",
                              ["op", "state"])
+# The validating webhook's answers (services/webhook), by kind, operation and verdict.
+WEBHOOK_ADMISSIONS = Counter("raybus_webhook_admissions_total", "Admission reviews answered",
+                             ["kind", "operation", "allowed"])
 RAY_EVENTS_RECEIVED = Counter("raybus_ray_events_posts_total", "POSTs of events pushed by Ray heads",
                               ["outcome"])
 

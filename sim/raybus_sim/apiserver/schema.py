@@ -57,16 +57,32 @@ def prune(value: Any, schema: Schema, path: str, unknown: list[str], *, root: bo
     return value
 
 
+_DEFAULTS: dict[int, tuple[Schema, tuple[tuple[str, Any], ...]]] = {}
+
+
+def _defaults(schema: Schema) -> tuple[tuple[str, Any], ...]:
+    """(property, default) of the properties that have one, per schema node: a pod template's
+    schema has hundreds of properties and a handful of defaults, and every write walks it."""
+    hit = _DEFAULTS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        props: dict[str, Schema] = schema.get("properties") or {}
+        hit = _DEFAULTS[id(schema)] = (schema, tuple((k, sub["default"]) for k, sub in props.items()
+                                                     if "default" in sub))
+    return hit[1]
+
+
 def default(value: Any, schema: Schema) -> None:
     if isinstance(value, dict):
-        for k, sub in (schema.get("properties") or {}).items():
-            if k not in value and "default" in sub:
-                value[k] = copy.deepcopy(sub["default"])
-            if k in value:
-                default(value[k], sub)
+        for k, fallback in _defaults(schema):
+            if k not in value:
+                value[k] = copy.deepcopy(fallback)
+        props: dict[str, Schema] = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
-        if isinstance(additional, dict):
-            for v in value.values():
+        for k, v in value.items():
+            sub = props.get(k)
+            if sub is not None:
+                default(v, sub)
+            elif isinstance(additional, dict):
                 default(v, additional)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for v in value:
@@ -101,7 +117,9 @@ def validate(value: Any, schema: Schema, path: str, causes: list[Cause]) -> None
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             causes.append(("FieldValueTypeInvalid", path, (f'Invalid value: "{_type_name(value)}": {path} in body must '
                            f'be of type integer,string: "{_type_name(value)}"')))
-        return
+        if not isinstance(value, str):
+            return
+        stype = "string"  # a string's own checks still apply: the Quantity pattern
     if stype in _TYPES:
         ok = isinstance(value, _TYPES[stype]) and not (stype in ("integer", "number") and isinstance(value, bool))
         if stype == "integer" and isinstance(value, float) and value.is_integer():
@@ -201,10 +219,11 @@ def cel_validate(value: Any, schema: Schema, path: str, causes: list[Cause], old
         additional = schema.get("additionalProperties")
         for k, v in value.items():
             sub = props.get(k) if k in props else additional if isinstance(additional, dict) else None
-            if sub is not None and not (not path and k == "metadata"):
+            # subtrees without a rule (pod templates) are not walked
+            if sub is not None and not (not path and k == "metadata") and has_cel(sub):
                 child_old = old.get(k, MISSING) if isinstance(old, dict) else MISSING
                 cel_validate(v, sub, _join(path, k), causes, child_old)
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict) and has_cel(schema["items"]):
         for i, v in enumerate(value):
             cel_validate(v, schema["items"], f"{path}[{i}]", causes)
 

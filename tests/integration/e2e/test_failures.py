@@ -17,8 +17,10 @@ from tests.integration.e2e.test_raycluster import _workers
 
 
 def _bad_cpu(body: dict[str, Any]) -> None:
+    """A cpu the CRD's Quantity pattern lets through (it allows a fractional exponent) and the Pod
+    API cannot parse: the RayCluster is stored, its head Pod refused (as with KubeRay's CRD)."""
     container = body["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
-    container.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "1x"
+    container.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "1e1.5"
 
 
 async def test_rejected_head_pod_is_retried_with_backoff_under_one_name(kube: Kube) -> None:

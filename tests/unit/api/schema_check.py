@@ -18,7 +18,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 def check(value: Any, schema: Schema, path: str = "") -> list[str]:
     if value is None:
-        return [] if schema.get("nullable") else [f"{path}: null is not allowed"]
+        return []  # nullable, or dropped by the API server before validation (structural schemas)
     if schema.get("x-kubernetes-int-or-string"):
         ok = isinstance(value, (int, str)) and not isinstance(value, bool)
         return [] if ok else [f"{path}: must be integer or string"]
@@ -43,7 +43,9 @@ def check(value: Any, schema: Schema, path: str = "") -> list[str]:
             return errs
         props: dict[str, Schema] = schema.get("properties", {})
         extra = schema.get("additionalProperties")
-        errs += [f"{path}: missing required field {r!r}" for r in schema.get("required", []) if r not in value]
+        # the API server applies defaults before it validates: a required field with one may be absent
+        errs += [f"{path}: missing required field {r!r}" for r in schema.get("required", [])
+                 if r not in value and "default" not in props.get(r, {})]
         for key, item in value.items():
             if key in props:
                 errs += check(item, props[key], f"{path}.{key}")

@@ -10,13 +10,13 @@ import pytest
 import yaml
 
 from raybus.api import parse_manifests
-from raybus.api.crdgen import KUSTOMIZATION, generate, kustomization, main
+from raybus.api.crdgen import KUSTOMIZATION, PLURALS, crd, generate, kustomization, main
 from tests.conftest import REPO, SAMPLES
 from tests.unit.api.schema_check import check, walk_schemas
 
 CRD_DIR = REPO / "deploy" / "crds"
 GENERATED = generate()
-CRDS = {yaml.safe_load(text)["spec"]["names"]["kind"]: yaml.safe_load(text) for text in GENERATED.values()}
+CRDS = {kind.__name__: crd(kind) for kind in PLURALS}  # what generate() renders
 
 
 def _schema(kind: str) -> dict[str, Any]:
@@ -76,6 +76,11 @@ def test_printer_columns_match_kuberay() -> None:
     ]
     assert [c[0] for c in _columns("RayJob")] == [
         "job status", "deployment status", "ray cluster name", "start time", "end time", "age"]
+    assert _columns("RayCronJob") == [("schedule", ".spec.schedule", "string", 0),
+                                      ("timezone", ".spec.timeZone", "string", 0),
+                                      ("last schedule", ".status.lastScheduleTime", "date", 0),
+                                      ("age", ".metadata.creationTimestamp", "date", 0),
+                                      ("suspend", ".spec.suspend", "boolean", 0)]
     assert _columns("RayService") == [("service status", ".status.serviceStatus", "string", 0),
                                       ("num serve endpoints", ".status.numServeEndpoints", "string", 0)]
 
@@ -91,20 +96,43 @@ def test_schema_is_structural(kind: str) -> None:
             assert "properties" in node or "additionalProperties" in node or path == ".metadata", path
 
 
-def test_embedded_kubernetes_objects_preserve_unknown_fields() -> None:
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_schemas_are_complete_inlined_and_without_descriptions(kind: str) -> None:
+    """As controller-gen writes KubeRay's: nothing preserved unknown, no $ref, no description."""
+    for path, node in walk_schemas(_schema(kind)):
+        assert not ({"x-kubernetes-preserve-unknown-fields", "$ref", "description", "allOf"} & set(node)), path
+
+
+def test_embedded_kubernetes_objects_have_their_full_schema() -> None:
     spec = _schema("RayCluster")["properties"]["spec"]["properties"]
-    template = spec["headGroupSpec"]["properties"]["template"]
-    assert template == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    template = spec["headGroupSpec"]["properties"]["template"]["properties"]
+    assert sorted(template["metadata"]["properties"]) == ["annotations", "finalizers", "labels", "name", "namespace"]
+    containers = template["spec"]["properties"]["containers"]
+    assert containers["x-kubernetes-list-map-keys"] == ["name"] and containers["items"]["required"] == ["name"]
+    container = containers["items"]["properties"]
+    assert container["ports"]["items"]["properties"]["containerPort"] == {"format": "int32", "type": "integer"}
+    assert container["ports"]["items"]["properties"]["protocol"] == {"default": "TCP", "type": "string"}
+    assert container["imagePullPolicy"] == {"type": "string"}  # Go's +enum is not controller-gen's
+    limit = container["resources"]["properties"]["limits"]["additionalProperties"]
+    assert limit["x-kubernetes-int-or-string"] is True and limit["pattern"].startswith("^(\\+|-)?")
+    assert container["livenessProbe"]["properties"]["httpGet"]["properties"]["port"] == {
+        "anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+    env = spec["autoscalerOptions"]["properties"]["env"]["items"]
+    assert env["required"] == ["name"] and "valueFrom" in env["properties"]
+    assert spec["headGroupSpec"]["properties"]["headService"]["properties"]["spec"]["properties"]["ports"]
     worker = spec["workerGroupSpecs"]["items"]["properties"]
-    assert worker["template"]["x-kubernetes-preserve-unknown-fields"] is True
-    assert spec["autoscalerOptions"]["properties"]["env"]["items"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert worker["template"] == spec["headGroupSpec"]["properties"]["template"]
+    job = _schema("RayJob")["properties"]["spec"]["properties"]
+    assert job["submitterPodTemplate"] == spec["headGroupSpec"]["properties"]["template"]
+    conditions = _schema("RayCluster")["properties"]["status"]["properties"]["conditions"]["items"]
+    assert conditions["required"] == ["lastTransitionTime", "message", "reason", "status", "type"]
 
 
 def test_kuberay_defaults_and_enums_present() -> None:
     worker = _schema("RayCluster")["properties"]["spec"]["properties"]["workerGroupSpecs"]["items"]
     defaults = {k: worker["properties"][k].get("default") for k in ("replicas", "minReplicas", "maxReplicas", "numOfHosts")}
     assert defaults == {"replicas": 0, "minReplicas": 0, "maxReplicas": 2147483647, "numOfHosts": 1}
-    assert worker["required"] == ["groupName"]
+    assert worker["required"] == ["groupName", "maxReplicas", "minReplicas", "template"]
     job = _schema("RayJob")["properties"]["spec"]["properties"]
     assert job["submissionMode"]["default"] == "K8sJobMode" and job["backoffLimit"]["default"] == 0
     rule = job["deletionStrategy"]["properties"]["deletionRules"]["items"]

@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[3]
 FILES = ("compose.yaml", "compose.local.yaml")
 DOCKERFILE = REPO / "deploy" / "images" / "Dockerfile"
 SCRIPTS: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-FOLDERS = sorted(p.name for p in (REPO / "services").iterdir() if p.is_dir())
+# The optional validating webhook is a Kubernetes install's component only (deploy/kustomize).
+FOLDERS = sorted(p.name for p in (REPO / "services").iterdir() if p.is_dir() and p.name != "webhook")
 
 
 def load(name: str) -> dict[str, Any]:

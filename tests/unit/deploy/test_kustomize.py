@@ -23,13 +23,18 @@ from raybus.cli.stack import RBAC_MANIFEST
 REPO = Path(__file__).resolve().parents[3]
 KUSTOMIZE = REPO / "deploy" / "kustomize"
 TARGETS = ["base", "overlays/dev", "overlays/ha"]
-SERVICES = sorted(p.name for p in (REPO / "services").iterdir() if p.is_dir())
+# The optional validating webhook is not in the base: components/webhook adds it (overlays/webhook).
+OPTIONAL = {"webhook"}
+SERVICES = sorted(p.name for p in (REPO / "services").iterdir() if p.is_dir() and p.name not in OPTIONAL)
 WRITE = {"create", "update", "patch", "delete", "deletecollection", "*"}
 # KubeRay's chart values (helm-chart/kuberay-operator/values.yaml v1.7.0) -> raybus's env.
 KUBERAY_SETTINGS = {"featureGates": "RAYBUS_FEATURE_GATES", "batchScheduler.name": "RAYBUS_BATCH_SCHEDULER",
                     "watchNamespace": "RAYBUS_WATCH_NAMESPACE", "kubeClient.qps": "RAYBUS_KUBE_API_QPS",
                     "kubeClient.burst": "RAYBUS_KUBE_API_BURST", "logging.level": "RAYBUS_LOG_LEVEL"}
 Doc = dict[str, Any]
+# libyaml's loader: the renders hold the CRDs' full schemas (2.5 MB of YAML), a minute's parse in
+# pure Python on this machine.
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @cache
@@ -38,7 +43,7 @@ def render(target: str) -> tuple[Doc, ...]:
     assert kubectl, "kubectl is needed on PATH (kubectl kustomize renders deploy/kustomize)"
     out = subprocess.run([kubectl, "kustomize", str(KUSTOMIZE / target)], check=True,
                          capture_output=True, text=True, timeout=60).stdout
-    return tuple(d for d in yaml.safe_load_all(out) if d)
+    return tuple(d for d in yaml.load_all(out, Loader=LOADER) if d)
 
 
 def of(docs: tuple[Doc, ...], kind: str) -> dict[str, Doc]:
@@ -222,7 +227,7 @@ def test_an_overlay_moves_the_whole_install_to_another_namespace(tmp_path: Path)
     out = subprocess.run([shutil.which("kubectl") or "kubectl", "kustomize", str(tmp_path)], check=True,
                          capture_output=True, text=True, timeout=60).stdout
     assert "raybus-system" not in out
-    docs = [d for d in yaml.safe_load_all(out) if d]
+    docs = [d for d in yaml.load_all(out, Loader=LOADER) if d]
     assert [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"] == ["ray-ops"]
     subjects = [s for d in docs if d["kind"] == "ClusterRoleBinding" for s in d["subjects"]]
     assert {s["namespace"] for s in subjects} == {"ray-ops"}
@@ -252,3 +257,55 @@ def test_every_service_uses_its_own_bus_credentials_over_tls(target: str) -> Non
     redis = of(docs, "StatefulSet")["redis"]["spec"]["template"]["spec"]["containers"][0]
     assert "--aclfile" in redis["args"]
     assert set(of(docs, "Job")) == {"raybus-bus-secrets", "raybus-bus-init"}
+
+
+def test_the_webhook_component_adds_kuberays_webhooks_and_nothing_else() -> None:
+    """overlays/webhook = overlays/dev + components/webhook: the webhook's Deployment (two
+    replicas, no token), Service, PDB, KubeRay's three webhooks, and the secrets Job whose RBAC
+    names its one Secret and its one webhook configuration."""
+    dev, docs = render("overlays/dev"), render("overlays/webhook")
+    def keys(rendered: tuple[Doc, ...]) -> set[tuple[str, str]]:  # raybus-config's hash changes: merged key
+        return {(d["kind"], d["metadata"]["name"]) for d in rendered if not d["metadata"]["name"].startswith(
+            "raybus-config")}
+    added = keys(docs) - keys(dev)
+    assert added == {("ServiceAccount", "raybus-webhook"), ("Service", "raybus-webhook"),
+                     ("Deployment", "raybus-webhook"), ("PodDisruptionBudget", "raybus-webhook"),
+                     ("ValidatingWebhookConfiguration", "raybus-validating-webhook"),
+                     ("ServiceAccount", "raybus-webhook-bootstrap"), ("Role", "raybus-webhook-bootstrap"),
+                     ("RoleBinding", "raybus-webhook-bootstrap"), ("ClusterRole", "raybus-webhook-bootstrap"),
+                     ("ClusterRoleBinding", "raybus-webhook-bootstrap"), ("Job", "raybus-webhook-secrets")}
+    d = of(docs, "Deployment")["raybus-webhook"]
+    c, spec = container(d), d["spec"]["template"]["spec"]
+    assert c["command"] == ["raybus-webhook"] and d["spec"]["replicas"] == 2
+    assert spec["automountServiceAccountToken"] is False
+    assert of(docs, "ServiceAccount")["raybus-webhook"]["automountServiceAccountToken"] is False
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz" and c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    (tls,) = [v for v in spec["volumes"] if v["name"] == "tls"]
+    assert tls["secret"] == {"secretName": "raybus-webhook-tls", "items": [
+        {"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}  # not the CA's key
+    config = next(cm for n, cm in of(docs, "ConfigMap").items() if n.startswith("raybus-config"))
+    assert env_from_config(d, config)["RAYBUS_WEBHOOK_STRICTNESS"] == "kuberay"
+    sources = "".join(p.read_text() for p in (REPO / "services" / "webhook").rglob("*.py"))
+    assert all(e["name"].removeprefix("RAYBUS_") in sources or e["name"] in sources or e["name"] in (
+        "RAYBUS_REPLICA_ID", "RAYBUS_METRICS_PORT", "RAYBUS_LOG_LEVEL") for e in c["env"])
+    service = of(docs, "Service")["raybus-webhook"]["spec"]
+    assert service["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook"}]
+    hooks = of(docs, "ValidatingWebhookConfiguration")["raybus-validating-webhook"]["webhooks"]
+    assert [(h["name"], h["clientConfig"]["service"]["path"], h["rules"][0]["resources"]) for h in hooks] == [
+        ("vraycluster.kb.io", "/validate-ray-io-v1-raycluster", ["rayclusters"]),
+        ("vrayjob.kb.io", "/validate-ray-io-v1-rayjob", ["rayjobs"]),
+        ("vrayservice.kb.io", "/validate-ray-io-v1-rayservice", ["rayservices"])]
+    for h in hooks:
+        assert (h["failurePolicy"], h["sideEffects"], h["admissionReviewVersions"]) == ("Fail", "None", ["v1"])
+        assert h["rules"][0]["operations"] == ["CREATE", "UPDATE"] and "caBundle" not in h["clientConfig"]
+        assert h["clientConfig"]["service"]["namespace"] == "raybus-system"
+    role = of(docs, "Role")["raybus-webhook-bootstrap"]["rules"]
+    assert role == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+                    {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["raybus-webhook-tls"],
+                     "verbs": ["get", "patch"]}]
+    assert of(docs, "ClusterRole")["raybus-webhook-bootstrap"]["rules"] == [{
+        "apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
+        "resourceNames": ["raybus-validating-webhook"], "verbs": ["get", "patch"]}]
+    job = of(docs, "Job")["raybus-webhook-secrets"]["spec"]["template"]["spec"]
+    assert job["serviceAccountName"] == "raybus-webhook-bootstrap"
+    assert job["containers"][0]["command"][:2] == ["raybus", "webhook-secrets"]

@@ -1,0 +1,1 @@
+"""webhook: KubeRay's optional validating webhooks for RayCluster, RayJob and RayService."""
