@@ -29,7 +29,9 @@ import nats
 import yaml
 
 from raybus.adapters.kube import KubeClient, new_api_client, resource_for
+from raybus.bus.subjects import Controller
 from raybus.cli.stack import LocalStack
+from raybus.observability.controllerruntime import CONTROLLER_NAMES
 from tests.bench import machine
 from tests.bench.profile import Profiler
 
@@ -339,7 +341,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         reconciles, reconcile_s = _scrape(stack, "cluster")
         if reconciles:
             print(f"cluster-reconciler: {reconciles / args.clusters:.1f} reconciles per cluster, "
-                  f"{1000 * reconcile_s / reconciles:.2f} ms each (raybus_reconciles_total)")
+                  f"{1000 * reconcile_s / reconciles:.2f} ms each (controller_runtime_reconcile_total)")
             causes = _causes(stack, "cluster")
             print("  per cluster by cause -> decided (raybus_reconcile_causes_total): " + ", ".join(
                 f"{c} -> {d}={n / args.clusters:.1f}" for (c, d), n in sorted(causes.items(), key=lambda kv: -kv[1])))
@@ -360,16 +362,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _scrape(stack: LocalStack, controller: str) -> tuple[float, float]:
-    """Reconciles and their total seconds, summed over the controller's replicas."""
+    """Reconciles and their total seconds, summed over the controller's replicas
+    (controller-runtime's series; the controller named as KubeRay's, e.g. "raycluster")."""
+    name = CONTROLLER_NAMES[Controller(controller)]
     count = seconds = 0.0
     for proc in stack.procs:
         if not proc.metrics_port or not proc.name.startswith(f"{controller}-reconciler"):
             continue
         with urllib.request.urlopen(f"http://127.0.0.1:{proc.metrics_port}/metrics", timeout=5) as r:
             for line in r.read().decode().splitlines():
-                if line.startswith(f'raybus_reconciles_total{{controller="{controller}"'):
+                if line.startswith(f'controller_runtime_reconcile_total{{controller="{name}"'):
                     count += float(line.rsplit(" ", 1)[1])
-                elif line.startswith(f'raybus_reconcile_seconds_sum{{controller="{controller}"'):
+                elif line.startswith(f'controller_runtime_reconcile_time_seconds_sum{{controller="{name}"'):
                     seconds += float(line.rsplit(" ", 1)[1])
     return count, seconds
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -31,13 +32,8 @@ from raybus.bus.codec import decode_or_dead_letter
 from raybus.bus.envelopes import ObjectKey, Trigger
 from raybus.bus.publish import publish_trigger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, trigger_consumer_config
-from raybus.observability.metrics import (
-    RECONCILE_CAUSES,
-    RECONCILE_SECONDS,
-    RECONCILES,
-    TRIGGER_BIND_FAILURES,
-    WORKQUEUE_DEPTH,
-)
+from raybus.observability import controllerruntime as crm
+from raybus.observability.metrics import RECONCILE_CAUSES, TRIGGER_BIND_FAILURES
 from raybus.observability.tracing import extract_context
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.leases import PartitionLeases
@@ -115,7 +111,10 @@ class ControllerRuntime:
         self._workers = workers
         self._resync_s = resync_s
         self._debounce = debounce_s
-        self.queue: WorkQueue[ObjectKey, _Pending] = WorkQueue(min_interval_s=min_interval_s)
+        # controller-runtime's name for this controller (and its workqueue): KubeRay's, by kind
+        self.name = crm.CONTROLLER_NAMES.get(controller, controller.value)
+        self.queue: WorkQueue[ObjectKey, _Pending] = WorkQueue(
+            min_interval_s=min_interval_s, metrics=crm.QueueMetrics(self.name))
         self._fetchers: dict[int, asyncio.Task[None]] = {}
         self._epochs: dict[int, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -144,9 +143,12 @@ class ControllerRuntime:
         await self._lease_round()
         self._tasks.append(asyncio.create_task(self._lease_loop()))
         self._tasks.append(asyncio.create_task(self._resync_loop()))
+        crm.init_controller(self.name, self._workers)
+        crm.QUEUES.add(self.name, self.queue)
         self._tasks += [asyncio.create_task(self._worker()) for _ in range(self._workers)]
 
     async def stop(self) -> None:
+        crm.QUEUES.remove(self.name, self.queue)
         await cancel_and_wait([*self._tasks, *self._fetchers.values()])
         self._fetchers.clear()
         if self.leases is not None:
@@ -308,23 +310,25 @@ class ControllerRuntime:
 
     async def _run(self, key: ObjectKey, pendings: list[_Pending], parent: otel_context.Context | None) -> None:
         self.reconciling.add(key)
+        active = crm.ACTIVE_WORKERS.labels(self.name)
+        active.inc()
+        started = time.monotonic()
         try:
             with self._tracer.start_as_current_span("reconcile", context=parent,
-                                                    attributes={"raybus.key": str(key)}), \
-                    RECONCILE_SECONDS.labels(self.controller.value).time():
+                                                    attributes={"raybus.key": str(key)}):
                 returned = await self._reconcile(key)
             result = returned if isinstance(returned, Result) else Result(requeue_after=returned)
-            WORKQUEUE_DEPTH.labels(self.controller.value).set(len(self.queue))
-            RECONCILES.labels(self.controller.value, "error" if result.error else "ok").inc()
             RECONCILE_CAUSES.labels(
                 self.controller.value, pendings[-1].cause if pendings else "requeue",
                 "commands" if result.published else "status" if result.status else "nothing").inc()
         except Exception:
             log.exception("reconcile failed", extra={"key": str(key)})
-            RECONCILES.labels(self.controller.value, "error").inc()
             result = Result(error=True)
         finally:
             self.reconciling.discard(key)
+            active.dec()
+        crm.observe_reconcile(self.name, time.monotonic() - started, error=result.error,
+                              requeue_after=result.requeue_after)
         for pending in pendings:
             await pending.ack()
         if result.error:

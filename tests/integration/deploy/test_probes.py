@@ -40,7 +40,7 @@ def until(cond: Callable[[], bool], what: str) -> None:
 def test_ready_only_once_started(tmp_path: Path) -> None:
     nats_port, metrics_port = free_port(), free_port()
     env = {"RAYBUS_NATS_URL": f"nats://127.0.0.1:{nats_port}", "RAYBUS_METRICS_PORT": str(metrics_port),
-           "RAYBUS_METRICS_LOCAL": "1", "RAYBUS_REPLICA_ID": "probe-0", "PATH": "/usr/bin:/bin"}
+           "RAYBUS_METRICS_ADDR": "127.0.0.1", "RAYBUS_REPLICA_ID": "probe-0", "PATH": "/usr/bin:/bin"}
     log = (tmp_path / "poller.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "dashboard_poller"], env=env, stdout=log,
                             stderr=subprocess.STDOUT, preexec_fn=die_with_parent())  # noqa: PLW1509
