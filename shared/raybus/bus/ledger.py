@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandResult
 from raybus.bus.streams import stream_replicas, wait_for_stream
+from raybus.observability.metrics import LEDGER_TRANSITIONS
 
 # Longer than any batch can wait in RAYBUS_COMMANDS (its max_age, streams.py), so a revoked
 # marker outlives every copy of the batch it revokes.
@@ -133,7 +134,9 @@ class BatchLedger:
             if record is None:
                 mine = _encode(BatchRecord(state="applying", holder=holder, lease_until=now + lease_s))
                 with contextlib.suppress(KeyWrongLastSequenceError):
-                    return Claim(won=True, revision=await self._kv.create(batch_id, mine))
+                    claim = Claim(won=True, revision=await self._kv.create(batch_id, mine))
+                    LEDGER_TRANSITIONS.labels("claimed").inc()
+                    return claim
                 continue
             if record.state != "applying":
                 return Claim(won=False, record=record)
@@ -142,9 +145,11 @@ class BatchLedger:
             mine = _encode(BatchRecord(state="applying", holder=holder, lease_until=now + lease_s,
                                        results=record.results))  # what landed stays on record
             with contextlib.suppress(KeyWrongLastSequenceError):
-                return Claim(won=True, revision=await self._kv.update(batch_id, mine, last=revision),
-                             taken_over=bool(record.holder) and record.holder != holder,
-                             landed=tuple(record.results))
+                claim = Claim(won=True, revision=await self._kv.update(batch_id, mine, last=revision),
+                              taken_over=bool(record.holder) and record.holder != holder,
+                              landed=tuple(record.results))
+                LEDGER_TRANSITIONS.labels("taken_over" if claim.taken_over else "claimed").inc()
+                return claim
         record, _ = await self.get(batch_id)
         return Claim(won=False, record=record)
 
@@ -165,6 +170,7 @@ class BatchLedger:
         record = BatchRecord(state="applying", results=[r for r in applied or [] if r.ok])
         with contextlib.suppress(KeyWrongLastSequenceError):
             await self._kv.update(batch_id, _encode(record), last=revision)
+            LEDGER_TRANSITIONS.labels("released").inc()
 
     async def finish(self, batch_id: str, *, revision: int, results: list[CommandResult],
                      now: float) -> bool:
@@ -175,6 +181,7 @@ class BatchLedger:
             await self._kv.update(batch_id, _encode(record), last=revision)
         except KeyWrongLastSequenceError:
             return False
+        LEDGER_TRANSITIONS.labels("finished").inc()
         return True
 
     async def revoke(self, batch_id: str, *, now: float) -> BatchRecord | None:
@@ -182,6 +189,7 @@ class BatchLedger:
         if we won, otherwise whatever the executor wrote (applying/done)."""
         try:
             await self._kv.create(batch_id, _encode(BatchRecord(state="revoked", finished_at=now)))
+            LEDGER_TRANSITIONS.labels("revoked").inc()
             return BatchRecord(state="revoked", finished_at=now)
         except KeyWrongLastSequenceError:
             record, _ = await self.get(batch_id)
@@ -209,6 +217,7 @@ class BatchLedger:
             finished = BatchRecord(state="done", finished_at=now, results=answer(record.results))
             with contextlib.suppress(KeyWrongLastSequenceError):
                 await self._kv.update(batch_id, _encode(finished), last=revision)
+                LEDGER_TRANSITIONS.labels("refused").inc()
                 return finished
         record, _ = await self.get(batch_id)
         return record

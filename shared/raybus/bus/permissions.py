@@ -109,7 +109,9 @@ def permissions(role: Role) -> Permissions:
     if role is Role.WATCHER:
         publish = [s.objects_filter(), s.triggers_filter(), s.dead_letter_subject("watcher"),
                    # what it published before a restart: it resumes instead of republishing all
-                   *_consume(s.STREAM_OBJECTS)]
+                   *_consume(s.STREAM_OBJECTS),
+                   # /metrics: every stream's consumers, read only (observability/busstate.py)
+                   "$JS.API.CONSUMER.LIST.*"]
         return Permissions(publish=tuple(_COMMON_PUBLISH + publish), subscribe=(INBOX,))
     if role is Role.COMMAND_EXECUTOR:
         publish = [s.outcomes_filter(), s.triggers_filter(), s.dead_letter_subject("command-executor"),

@@ -35,6 +35,10 @@ DASHBOARD_OBSERVATION_LAG = Histogram(
     ["part"], buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120))
 DASHBOARD_COMMANDS = Counter("raybus_dashboard_commands_total", "Dashboard commands executed",
                              ["op", "state"])
+# The command ledger (bus/ledger.py): records written, by transition (claimed, taken_over,
+# released, finished, revoked, refused); a taken-over batch may have been applied twice.
+LEDGER_TRANSITIONS = Counter("raybus_ledger_transitions_total", "Command-ledger records written, by transition",
+                             ["transition"])
 RAY_EVENTS_RECEIVED = Counter("raybus_ray_events_posts_total", "POSTs of events pushed by Ray heads",
                               ["outcome"])
 
