@@ -38,6 +38,7 @@ from raybus.bus import subjects as s
 from raybus.bus.connect import connect_nats
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.streams import dashboard_command_consumer_config, ensure_leases, ensure_streams
+from raybus.observability.tracing import traced_handler
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.pull import PullWorkers
 from raybus.runtime.service import CommonSettings
@@ -147,7 +148,7 @@ class DashboardPollerService:
                           max_in_flight=self.settings.max_rounds_in_flight).run())
         self._workers = PullWorkers(self.nc, stream=s.STREAM_DASHBOARD_COMMANDS,
                                     config=dashboard_command_consumer_config(self.settings.bus()),
-                                    handler=self.commands.handle,
+                                    handler=traced_handler("process dashboard command", self.commands.handle),
                                     concurrency=self.settings.max_commands_in_flight, name="dashcmd")
         await self._workers.start()
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml

@@ -151,7 +151,7 @@ def serve(settings: CommonSettings, app: Service, *, needs: Sequence[Need] = ("n
 async def run_service(settings: CommonSettings, app: Service, *, needs: Sequence[Need] = ("nats",)) -> None:
     """Run `app` until SIGTERM/SIGINT; it starts once every one of `needs` answers."""
     log = setup_logging(settings.service, settings.log_level)
-    setup_tracing(settings.service)
+    setup_tracing(settings.service, instance=settings.replica_id)
     metrics = await serve_metrics(settings.metrics_port, settings.metrics_addr)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
