@@ -25,7 +25,7 @@ from nats.js.client import JetStreamContext
 from nats.js.errors import FetchTimeoutError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace import SpanKind
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from raybus.bus import subjects as s
@@ -36,9 +36,11 @@ from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, trigg
 from raybus.observability import controllerruntime as crm
 from raybus.observability.metrics import RECONCILE_CAUSES, TRIGGER_BIND_FAILURES
 from raybus.observability.tracing import extract_context, process_attributes
+from raybus.runtime import traces
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.leases import PartitionLeases
 from raybus.runtime.tasks import cancel_and_wait
+from raybus.runtime.traces import ReconcileTraces
 from raybus.runtime.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -68,16 +70,6 @@ def _cause_label(trig: Trigger) -> str:
 _EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED", "SYNC"})
 
 
-def _links(pendings: list[_Pending]) -> list[Link]:
-    """A span link to each distinct message (or cache event) that woke a run."""
-    seen: dict[tuple[int, int], Link] = {}
-    for pending in pendings:
-        ctx = trace.get_current_span(pending.ctx).get_span_context()
-        if ctx.is_valid:
-            seen.setdefault((ctx.trace_id, ctx.span_id), Link(ctx))
-    return list(seen.values())
-
-
 # A reconcile returns a Result, or just "requeue after N seconds" / None.
 ReconcileFn = Callable[[ObjectKey], Awaitable["Result | float | None"]]
 
@@ -87,8 +79,7 @@ ReconcileFn = Callable[[ObjectKey], Awaitable["Result | float | None"]]
 # every expiry is two requests to the server per partition, and with 16 partitions x 3
 # controllers at 1 s that was 2% of a core per reconciler and 3% of nats-server's, doing nothing.
 FETCH_WAIT_S = 5.0
-LEASE_STALE_NAK_S = 1.0
-ORIGIN_TRACE_S = 600.0  # how long after its creation an object's reconciles join the creation's trace  # a trigger met while our partition lease is stale comes back after this
+LEASE_STALE_NAK_S = 1.0  # a trigger met while our partition lease is stale comes back after this
 
 
 @dataclass
@@ -135,11 +126,7 @@ class ControllerRuntime:
         self.reconciling: set[ObjectKey] = set()  # observable for tests
         # Keys in _process -> whether requeue_after asked for a requeue meanwhile.
         self._in_process: dict[ObjectKey, bool] = {}
-        # key -> the trace context of its creation's trigger and when it came: an object's
-        # reconciles within ORIGIN_TRACE_S of its creation are that trace's spans (a RayJob from
-        # its creation to its submission is one trace), each linked to the event that woke it.
-        self._origins: dict[ObjectKey, tuple[otel_context.Context, float]] = {}
-        self._created_cause = f"ADDED {primary_kind.value}"
+        self._traces = ReconcileTraces(f"ADDED {primary_kind.value}")  # runtime/traces.py
 
     def partition(self, key: ObjectKey) -> int:
         return s.partition_of(key.namespace, key.name, self.bus.partitions)
@@ -292,9 +279,7 @@ class ControllerRuntime:
         # them, not once per event, is what keeps a reconciler's CPU proportional to changes.
         ctx = extract_context(msg.headers)
         cause = _cause_label(trig)
-        if cause == self._created_cause and trig.key not in self._origins:
-            # The object's creation: its reconciles for the next while join this trace.
-            self._origins[trig.key] = (ctx, time.monotonic())
+        self._traces.woke(trig.key, cause, ctx)
         self.queue.add_soon(trig.key, _Pending(msg=msg, ctx=ctx, cause=cause), self._debounce)
 
     # --- workers --------------------------------------------------------------------------------
@@ -324,20 +309,9 @@ class ControllerRuntime:
             return
         self._in_process[key] = False
         try:
-            await self._run(key, pendings, self._trace_parent(key, pendings))
+            await self._run(key, pendings, self._traces.parent(key, [p.ctx for p in pendings]))
         finally:
             self._in_process.pop(key, None)
-
-    def _trace_parent(self, key: ObjectKey, pendings: list[_Pending]) -> otel_context.Context | None:
-        """The creation's trace while it is recent, else the trace of what woke the run."""
-        origin = self._origins.get(key)
-        now = time.monotonic()
-        if len(self._origins) > 4096:  # forget creations long past (a bounded map)
-            self._origins = {k: o for k, o in self._origins.items() if now - o[1] < ORIGIN_TRACE_S}
-        if origin is not None and now - origin[1] < ORIGIN_TRACE_S:
-            return origin[0]
-        self._origins.pop(key, None)
-        return pendings[-1].ctx if pendings else None
 
     async def _run(self, key: ObjectKey, pendings: list[_Pending], parent: otel_context.Context | None) -> None:
         self.reconciling.add(key)
@@ -345,7 +319,7 @@ class ControllerRuntime:
         active.inc()
         started = time.monotonic()
         try:
-            links = _links(pendings)
+            links = traces.links(p.ctx for p in pendings)
             attributes: dict[str, str | int] = {"raybus.key": str(key), **process_attributes(
                 s.triggers_filter(self.controller), count=max(len(pendings), 1))}
             with self._tracer.start_as_current_span("reconcile", context=parent, kind=SpanKind.CONSUMER,
