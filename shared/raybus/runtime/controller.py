@@ -25,7 +25,7 @@ from nats.js.client import JetStreamContext
 from nats.js.errors import FetchTimeoutError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import Link, SpanKind
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from raybus.bus import subjects as s
@@ -35,7 +35,7 @@ from raybus.bus.publish import publish_trigger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, trigger_consumer_config
 from raybus.observability import controllerruntime as crm
 from raybus.observability.metrics import RECONCILE_CAUSES, TRIGGER_BIND_FAILURES
-from raybus.observability.tracing import extract_context, process_attributes
+from raybus.observability.tracing import exporting, extract_context, process_attributes
 from raybus.runtime import traces
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.leases import PartitionLeases
@@ -319,9 +319,12 @@ class ControllerRuntime:
         active.inc()
         started = time.monotonic()
         try:
-            links = traces.links(p.ctx for p in pendings)
-            attributes: dict[str, str | int] = {"raybus.key": str(key), **process_attributes(
-                s.triggers_filter(self.controller), count=max(len(pendings), 1))}
+            links: list[Link] = []
+            attributes: dict[str, str | int] = {"raybus.key": str(key)}
+            if exporting():  # a span nobody records needs neither
+                links = traces.links(p.ctx for p in pendings)
+                attributes.update(process_attributes(s.triggers_filter(self.controller),
+                                                     count=max(len(pendings), 1)))
             with self._tracer.start_as_current_span("reconcile", context=parent, kind=SpanKind.CONSUMER,
                                                     links=links, attributes=attributes):
                 returned = await self._reconcile(key)
