@@ -97,12 +97,13 @@ class Prometheus:
             config["rule_files"] = [str(write_rules(self.home / "raybus-rules.yaml", rules))]
         (self.home / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.port = self.port or free_port()
-        log = (self.home / "prometheus.log").open("ab")
-        self.popen = subprocess.Popen(
-            [binary("prometheus"), f"--config.file={self.home / 'prometheus.yml'}",
-             f"--storage.tsdb.path={self.home / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
-             "--storage.tsdb.retention.time=1d"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent())
+        with (self.home / "prometheus.log").open("ab") as log:
+            self.popen = subprocess.Popen(
+                [binary("prometheus"), f"--config.file={self.home / 'prometheus.yml'}",
+                 f"--storage.tsdb.path={self.home / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
+                 "--storage.tsdb.retention.time=1d"],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=die_with_parent())  # noqa: PLW1509 - as servers.py
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.popen.poll() is not None:
