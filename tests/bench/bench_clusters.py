@@ -468,6 +468,7 @@ def main() -> None:
     p.add_argument("--base", default="",
                    help="a checkout of another commit (e.g. `git archive main`): each size also runs "
                         "once with its services, unscraped, side by side")
+    p.add_argument("--repeat", type=int, default=1, help="run the variants of each size this many times, in turn")
     p.add_argument("--profile-sim", action="store_true",
                    help="with --profile: py-spy the simulator (API server, kubelet, dashboards) too")
     args = p.parse_args()
@@ -476,7 +477,7 @@ def main() -> None:
         variants = [("", float(s)) for s in str(args.scrape_s).split(",")]
         if args.base:
             variants.insert(0, (args.base, 0.0))
-        for code, scrape in variants:
+        for code, scrape in variants * args.repeat:  # interleaved: a load swing hits every variant
             rows.append(asyncio.run(run(argparse.Namespace(**{**vars(args), "clusters": count,
                                                                "scrape_s": scrape, "code": code}))))
     _summary(rows)
