@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest test test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test
+.PHONY: venv envtest prometheus test test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test
 
 venv: $(STAMP)
 
@@ -23,6 +23,12 @@ $(STAMP): requirements.lock pyproject.toml sim/pyproject.toml
 envtest: venv
 	$(BIN)/python -m raybus.testing.envtest_assets
 
+# Debian's Prometheus (2.42, with promtool) for the real-Prometheus test (tests/integration/monitoring)
+# and `raybus up --prometheus`: installed with apt-get when either binary is missing.
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus; }
+
 lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/mypy shared/raybus
@@ -31,7 +37,7 @@ lint: venv
 # at a time halve the wall time on this 2-core machine (--dist loadscope: a module stays on one
 # worker, with its module/package-scoped servers; each worker starts its own control plane).
 PYTEST_WORKERS ?= 2
-test: venv envtest lint rayvenv
+test: venv envtest prometheus lint rayvenv
 	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadscope --ignore=tests/integration/realray $(PYTEST_ARGS)
 	$(MAKE) test-realray
 	$(MAKE) chaos-short
@@ -62,7 +68,7 @@ measure-serve-push: venv rayvenv
 test-unit: venv
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
-test-integration: venv envtest
+test-integration: venv envtest prometheus
 	$(BIN)/pytest -q tests/integration --ignore=tests/integration/realray $(PYTEST_ARGS)
 
 run: venv

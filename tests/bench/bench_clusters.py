@@ -6,6 +6,8 @@ Reported side by side, same run, same API server:
 - API writes per converged cluster (from the executor's outcomes on the bus), by operation;
 - peak RSS (VmHWM) of every process.
 Run: `python -m tests.bench.bench_clusters [--clusters N[,N...] --workers M --replicas R]`;
+`--scrape-s 0,15 --base DIR` adds what the metrics cost: each size unscraped, scraped by a real
+Prometheus every 15 s, and with another checkout's services (DIR, e.g. `git archive main`);
 `make bench` runs 100, 300 and 1,000 and prints the cost curve. Interrupted, it leaves nothing
 behind (the stack's processes die with it).
 """
@@ -29,7 +31,10 @@ import nats
 import yaml
 
 from raybus.adapters.kube import KubeClient, new_api_client, resource_for
+from raybus.bus.subjects import Controller
 from raybus.cli.stack import LocalStack
+from raybus.observability.controllerruntime import CONTROLLER_NAMES
+from raybus.testing import prometheus as prom
 from tests.bench import machine
 from tests.bench.profile import Profiler
 
@@ -228,10 +233,16 @@ async def floor(kube: KubeClient, total: int, concurrency: int) -> float:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="bench-clusters-"))
+    scraped = args.scrape_s > 0
     stack = LocalStack(home=home, replicas=args.replicas, secure=not args.insecure, extra_env={
-        "RAYBUS_KUBE_API_QPS": str(args.qps), "RAYBUS_KUBE_API_BURST": str(args.burst)})
+        "RAYBUS_KUBE_API_QPS": str(args.qps), "RAYBUS_KUBE_API_BURST": str(args.burst),
+        # the watcher's bus-state reads run only when something scrapes them
+        "RAYBUS_BUS_STATE_S": "10" if scraped else "0", **_code_env(args.code)})
     await asyncio.to_thread(stack.start)  # start() runs its own event loop (declare_bus)
+    prometheus = prom.Prometheus(home=home / "prometheus", scrape_s=args.scrape_s) if scraped else None
     try:
+        if prometheus is not None:
+            await asyncio.to_thread(prometheus.start, prom.stack_targets(stack.procs))
         kube = KubeClient(await new_api_client(str(stack.kubeconfig)))
         floor_start = time.perf_counter()
         for ns in ("floor", "bench"):
@@ -249,6 +260,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         pids = {p.name: p.popen.pid for p in stack.procs}
         pids["nats-server"] = stack.nats.proc.pid if stack.nats.proc else 0
         pids["redis-server"] = stack.redis.proc.pid if stack.redis.proc else 0
+        if prometheus is not None and prometheus.popen is not None:
+            pids["prometheus"] = prometheus.popen.pid
         cpu_before = {n: _cpu_seconds(pid) for n, pid in pids.items()}
         writes_before = {n: _write_syscalls(pid) for n, pid in pids.items()}
         ops: Counter[str] = Counter()
@@ -339,7 +352,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         reconciles, reconcile_s = _scrape(stack, "cluster")
         if reconciles:
             print(f"cluster-reconciler: {reconciles / args.clusters:.1f} reconciles per cluster, "
-                  f"{1000 * reconcile_s / reconciles:.2f} ms each (raybus_reconciles_total)")
+                  f"{1000 * reconcile_s / reconciles:.2f} ms each (controller_runtime_reconcile_total)")
             causes = _causes(stack, "cluster")
             print("  per cluster by cause -> decided (raybus_reconcile_causes_total): " + ", ".join(
                 f"{c} -> {d}={n / args.clusters:.1f}" for (c, d), n in sorted(causes.items(), key=lambda kv: -kv[1])))
@@ -350,26 +363,41 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         if line.startswith("VmHWM")), "0") if status.exists() else "0"
             rss[name] = int(hwm) / 1024
             print(f"  peak RSS {name:<22} {rss[name]:.0f} MiB")
-        raybus_cpu = sum(v for n, v in cpu.items() if n not in ("kube-sim", "nats-server", "redis-server"))
+        raybus_cpu = sum(v for n, v in cpu.items() if n not in ("kube-sim", "nats-server", "redis-server", "prometheus"))
         return {"clusters": args.clusters, "pods": total, "pods_s": pods_s, "ready_s": ready_s,
                 "bound_s": bound, "ready_bound_s": ready_bound, "floor_s": floor_s, "ops": {k: v / args.clusters for k, v in ops.items()},
                 "failed": failed, "cpu": cpu, "raybus_cpu_ms_per_pod": 1000 * raybus_cpu / total,
-                "rss": rss, "reconciles_per_cluster": reconciles / args.clusters}
+                "rss": rss, "reconciles_per_cluster": reconciles / args.clusters, "scrape_s": args.scrape_s,
+                "code": "base" if args.code else "this"}
     finally:
+        if prometheus is not None:
+            prometheus.stop()
         stack.stop()
 
 
+def _code_env(code: str) -> dict[str, str]:
+    """Run the stack's processes from another checkout (e.g. `git archive main`): its shared/,
+    sim/ and services/* come first on every child's PYTHONPATH."""
+    if not code:
+        return {}
+    root = Path(code).resolve()
+    paths = [root / "shared", root / "sim", *sorted(p for p in (root / "services").iterdir() if p.is_dir())]
+    return {"PYTHONPATH": os.pathsep.join(str(p) for p in paths)}
+
+
 def _scrape(stack: LocalStack, controller: str) -> tuple[float, float]:
-    """Reconciles and their total seconds, summed over the controller's replicas."""
+    """Reconciles and their total seconds, summed over the controller's replicas
+    (controller-runtime's series; the controller named as KubeRay's, e.g. "raycluster")."""
+    name = CONTROLLER_NAMES[Controller(controller)]
     count = seconds = 0.0
     for proc in stack.procs:
         if not proc.metrics_port or not proc.name.startswith(f"{controller}-reconciler"):
             continue
         with urllib.request.urlopen(f"http://127.0.0.1:{proc.metrics_port}/metrics", timeout=5) as r:
             for line in r.read().decode().splitlines():
-                if line.startswith(f'raybus_reconciles_total{{controller="{controller}"'):
+                if line.startswith(f'controller_runtime_reconcile_total{{controller="{name}"'):
                     count += float(line.rsplit(" ", 1)[1])
-                elif line.startswith(f'raybus_reconcile_seconds_sum{{controller="{controller}"'):
+                elif line.startswith(f'controller_runtime_reconcile_time_seconds_sum{{controller="{name}"'):
                     seconds += float(line.rsplit(" ", 1)[1])
     return count, seconds
 
@@ -393,12 +421,12 @@ def _causes(stack: LocalStack, controller: str) -> Counter[tuple[str, str]]:
 def _summary(rows: list[dict[str, Any]]) -> None:
     """The cost curve, one line per size (issue: visible for 100, 300 and 1,000 clusters)."""
     print("\n" + machine())
-    print("clusters  pods   pods-exist  ready   limiter-bound  pods/bound  ready/(bound+status)  "
+    print("     variant  pods   pods-exist  ready   limiter-bound  pods/bound  ready/(bound+status)  "
           "creates/cl  deletes/cl  status/cl  reconciles/cl  raybus-CPU-ms/pod  RSS-KiB/pod(raybus)")
     for r in rows:
-        raybus_rss = sum(v for n, v in r["rss"].items() if n not in ("kube-sim", "nats-server", "redis-server"))
+        raybus_rss = sum(v for n, v in r["rss"].items() if n not in ("kube-sim", "nats-server", "redis-server", "prometheus"))
         bound = max(r["bound_s"], r["floor_s"])
-        print(f"{r['clusters']:>8}  {r['pods']:>5}  {r['pods_s']:>9.1f}s  {r['ready_s']:>5.1f}s  "
+        print(f"{_variant(r):>12}  {r['pods']:>5}  {r['pods_s']:>9.1f}s  {r['ready_s']:>5.1f}s  "
               f"{r['bound_s']:>12.1f}s  {r['pods_s'] / bound:>9.2f}x  "
               f"{r['ready_s'] / max(r['ready_bound_s'], r['floor_s']):>18.2f}x  "
               f"{r['ops'].get('create', 0):>10.2f}  {r['ops'].get('delete', 0):>10.2f}  "
@@ -406,12 +434,22 @@ def _summary(rows: list[dict[str, Any]]) -> None:
               f"{r['raybus_cpu_ms_per_pod']:>17.1f}  {1024 * raybus_rss / r['pods']:>19.1f}")
     # One row per process, one column per size: where the CPU goes, comparable across runs.
     names = sorted({n for r in rows for n in r["cpu"]},
-                   key=lambda n: (n in ("kube-sim", "nats-server", "redis-server"), n))
+                   key=lambda n: (n in ("kube-sim", "nats-server", "redis-server", "prometheus"), n))
     print("\nCPU-ms per pod, apply to all-ready (raybus processes first, then the simulator and servers)")
-    print(f"{'process':<24}" + "".join(f"{r['clusters']:>10}" for r in rows))
+    print(f"{'process':<24}" + "".join(f"{_variant(r):>12}" for r in rows))
     for n in names:
-        print(f"{n:<24}" + "".join(f"{1000 * r['cpu'].get(n, 0.0) / r['pods']:>10.1f}" for r in rows))
-    print(f"{'raybus total':<24}" + "".join(f"{r['raybus_cpu_ms_per_pod']:>10.1f}" for r in rows))
+        print(f"{n:<24}" + "".join(f"{1000 * r['cpu'].get(n, 0.0) / r['pods']:>12.1f}" for r in rows))
+    print(f"{'raybus total':<24}" + "".join(f"{r['raybus_cpu_ms_per_pod']:>12.1f}" for r in rows))
+    # The simulator runs the same code in every variant: raybus's CPU over its CPU takes out what
+    # the machine's load does to both (other work on a shared machine slows every process).
+    print(f"{'raybus / kube-sim':<24}" + "".join(
+        f"{r['raybus_cpu_ms_per_pod'] / max(1000 * r['cpu'].get('kube-sim', 0.0) / r['pods'], 1e-9):>12.3f}"
+        for r in rows))
+
+
+def _variant(r: dict[str, Any]) -> str:
+    """A column's name: size, then the base code, or this code and its scrape interval."""
+    return f"{r['clusters']}/" + ("base" if r["code"] == "base" else f"{r['scrape_s']:.0f}s")
 
 
 def main() -> None:
@@ -429,12 +467,24 @@ def main() -> None:
     p.add_argument("--burst", type=int, default=200)
     p.add_argument("--profile", default="",
                    help="directory: py-spy every raybus process from apply to ready, print the top functions")
+    p.add_argument("--scrape-s", default="0",
+                   help="a real Prometheus scraping every service this often (0: none, and no bus-state "
+                        "reads); a comma-separated list runs each size with each, side by side")
+    p.add_argument("--base", default="",
+                   help="a checkout of another commit (e.g. `git archive main`): each size also runs "
+                        "once with its services, unscraped, side by side")
+    p.add_argument("--repeat", type=int, default=1, help="run the variants of each size this many times, in turn")
     p.add_argument("--profile-sim", action="store_true",
                    help="with --profile: py-spy the simulator (API server, kubelet, dashboards) too")
     args = p.parse_args()
     rows = []
     for count in [int(c) for c in str(args.clusters).split(",")]:
-        rows.append(asyncio.run(run(argparse.Namespace(**{**vars(args), "clusters": count}))))
+        variants = [("", float(s)) for s in str(args.scrape_s).split(",")]
+        if args.base:
+            variants.insert(0, (args.base, 0.0))
+        for code, scrape in variants * args.repeat:  # interleaved: a load swing hits every variant
+            rows.append(asyncio.run(run(argparse.Namespace(**{**vars(args), "clusters": count,
+                                                               "scrape_s": scrape, "code": code}))))
     _summary(rows)
 
 

@@ -20,7 +20,9 @@ from raybus.bus import security
 from raybus.bus import subjects as s
 from raybus.bus.ledger import BatchLedger, command_key
 from raybus.bus.permissions import Role
+from raybus.bus.streams import BusSettings, command_consumer_config
 from raybus.cli.stack import declare_bus
+from raybus.observability import busstate
 from raybus.testing.servers import NatsServer, RedisServer, start_nats, start_redis
 from tests.security.kit import clients
 
@@ -157,3 +159,27 @@ async def test_redis_users_see_only_their_own_keys(redis_server: RedisServer, se
     assert await service.get("raybus:serve-config:default/svc") == b"{}"
     for c in (admin, anonymous, cluster, service):
         await c.aclose()
+
+
+async def test_the_watchers_bus_state_reads_consumers_and_touches_none(as_role: Any) -> None:
+    """The watcher's /metrics reads every work queue's consumers (CONSUMER.LIST) with its own
+    user; that read grants no pull, delete or create on another service's consumer."""
+    admin = await as_role("bus-admin")
+    await admin.nc.jetstream().add_consumer(s.STREAM_COMMANDS, command_consumer_config(BusSettings()))
+    await admin.nc.jetstream().publish(s.command_subject("cluster", "default", "c"), b"{}")
+    watcher = await as_role("watcher")
+    state = busstate.BusState(watcher.nc, timeout_s=2)
+    samples = await state.read()
+    pending = [v for name, labels, v in samples if name == "raybus_consumer_pending_messages"
+               and labels == [s.STREAM_COMMANDS, "command-executor"]]
+    held = [v for name, labels, v in samples if (name, labels) == ("raybus_stream_messages", [s.STREAM_COMMANDS])]
+    assert len(pending) == 1 and pending == held and held[0] >= 1  # nothing consumed: all pending
+    js = watcher.nc.jetstream(timeout=1)
+    with pytest.raises((NatsError, TimeoutError)):  # refused: no answer comes back
+        await js.delete_consumer(s.STREAM_COMMANDS, "command-executor")
+    assert await watcher.denied(f"$JS.API.CONSUMER.DELETE.{s.STREAM_COMMANDS}.command-executor")
+    await watcher.nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{s.STREAM_COMMANDS}.command-executor", b"1")
+    await watcher.nc.flush()
+    assert await watcher.denied(f"$JS.API.CONSUMER.MSG.NEXT.{s.STREAM_COMMANDS}")
+    info = await admin.nc.jetstream().consumer_info(s.STREAM_COMMANDS, "command-executor")
+    assert (info.num_pending, info.num_ack_pending) == (pending[0], 0)  # nothing was taken

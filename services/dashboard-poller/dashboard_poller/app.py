@@ -40,6 +40,7 @@ from raybus.bus import subjects as s
 from raybus.bus.connect import connect_nats
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.streams import dashboard_command_consumer_config, ensure_leases, ensure_streams
+from raybus.observability.tracing import traced_handler
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.pull import PullWorkers
 from raybus.runtime.service import CommonSettings
@@ -160,7 +161,7 @@ class DashboardPollerService:
         self._scheduler = asyncio.create_task(self.scheduler.run())
         self._workers = PullWorkers(self.nc, stream=s.STREAM_DASHBOARD_COMMANDS,
                                     config=dashboard_command_consumer_config(self.settings.bus()),
-                                    handler=self.commands.handle,
+                                    handler=traced_handler("process dashboard command", self.commands.handle),
                                     concurrency=self.settings.max_commands_in_flight, name="dashcmd")
         await self._workers.start()
 

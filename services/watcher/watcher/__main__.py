@@ -24,13 +24,15 @@ def main() -> None:
                         help="how often API discovery is read for optional kinds (Gateway API, PodGroups)")
     parser.add_argument("--publish-window", type=int, default=int(env("RAYBUS_PUBLISH_WINDOW", "128")),
                         help="watch-event publishes in flight per kind; 1: every event of a kind strictly in order")
+    parser.add_argument("--bus-state-s", type=float, default=float(env("RAYBUS_BUS_STATE_S", "10")),
+                        help="how often the bus's stream/consumer state is read for /metrics (0: never)")
     args = parser.parse_args()
     common = common_settings(SERVICE, args)
     settings = WatcherSettings(**{**common.model_dump(), "resync_s": args.resync_s,
                                   "watch_timeout_s": args.watch_timeout_s, "namespace": args.namespace,
                                   "kube_qps": args.kube_api_qps, "kube_burst": args.kube_api_burst,
                                   "batch_scheduler": args.batch_scheduler, "discovery_s": args.discovery_s,
-                                  "publish_window": args.publish_window})
+                                  "publish_window": args.publish_window, "bus_state_s": args.bus_state_s})
     serve(settings, create_app(settings), needs=("nats", "kube"))
 
 

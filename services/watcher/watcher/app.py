@@ -31,6 +31,7 @@ from raybus.bus.connect import connect_nats
 from raybus.bus.envelopes import ObjectEvent, ObjectKey
 from raybus.bus.publish import publish_object, publish_trigger
 from raybus.bus.streams import BusSettings, ensure_streams
+from raybus.observability import busstate
 from raybus.observability.metrics import MESSAGES
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.service import CommonSettings
@@ -70,6 +71,9 @@ class WatcherSettings(CommonSettings):
     batch_scheduler: str = ""  # the operator's --batch-scheduler: which PodGroups to watch
     discovery_s: float = 30.0  # how often optional kinds (Gateway API, PodGroups) are looked for
     publish_window: int = PUBLISH_WINDOW  # watch-event publishes in flight per kind (1: strictly serial)
+    # How often the bus's stream and consumer state is read for /metrics (observability/busstate);
+    # 0: not at all.
+    bus_state_s: float = 10.0
 
 
 class Watcher:
@@ -83,6 +87,8 @@ class Watcher:
         self._reconnect = Reconnect()  # one API server for all informers (informer.Reconnect)
         self._tasks: list[asyncio.Task[None]] = []  # one per informer, same index
         self._discovery: asyncio.Task[None] | None = None
+        self._bus_state: busstate.BusState | None = None
+        self._bus_state_task: asyncio.Task[None] | None = None
         self._known: dict[s.Kind, dict[tuple[str, str], Json]] = {}
         # Service -> controllers owning it, so EndpointSlices (labelled with their Service's name)
         # reach the RayService/RayCluster that owns the Service.
@@ -111,6 +117,10 @@ class Watcher:
                                       max_reconnect_attempts=-1)
         await ensure_streams(self.nc.jetstream(), BusSettings(partitions=self.settings.partitions,
                                                                  declare=self.settings.bus_declare))
+        if self.settings.bus_state_s > 0:
+            self._bus_state = busstate.BusState(self.nc, interval_s=self.settings.bus_state_s)
+            busstate.export(self._bus_state)
+            self._bus_state_task = asyncio.create_task(self._bus_state.run())
         if self._kube is None:
             api = await new_api_client(self.settings.kubeconfig)
             self._kube = KubeClient(api, limiter=rate_limiter(self.settings.kube_qps,
@@ -181,6 +191,11 @@ class Watcher:
         await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers)), timeout)
 
     async def stop(self) -> None:
+        if self._bus_state_task is not None:
+            await cancel_and_wait([self._bus_state_task])
+            self._bus_state_task = None
+        if self._bus_state is not None:
+            busstate.unexport(self._bus_state)
         if self._discovery is not None:
             await cancel_and_wait([self._discovery])
             self._discovery = None

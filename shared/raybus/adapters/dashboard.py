@@ -34,9 +34,11 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
@@ -52,6 +54,8 @@ from raybus.adapters.dashboard_models import (
     VersionInfo,
 )
 from raybus.observability.metrics import DASHBOARD_REQUESTS
+
+tracer = trace.get_tracer("raybus.dashboard")  # a CLIENT span per request (HTTP conventions)
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +198,8 @@ class RayDashboardClient:
     ) -> None:
         self._http = http
         self.base_url = base_url.rstrip("/")
+        parts = urlsplit(self.base_url)
+        self._server = (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
         self._token = auth_token
         # `timeout_s` (reads) is kept for callers that only set that one.
         self.timeouts = timeouts or DashboardTimeouts(read_s=timeout_s)
@@ -245,22 +251,36 @@ class RayDashboardClient:
         if body is not None:
             headers["content-type"] = "application/json"
         timeout = self._timeout if timeout_s is None else httpx.Timeout(timeout_s)
+        with tracer.start_as_current_span(label, kind=SpanKind.CLIENT, attributes={
+                "http.request.method": method, "url.template": endpoint, "url.full": self.base_url + path,
+                "server.address": self._server[0], "server.port": self._server[1]}) as span:
+            return await self._traced_send(span, method, path, label=label, what=what, write=write,
+                                           headers=headers, body=body, timeout=timeout, job_route=job_route)
+
+    async def _traced_send(self, span: Span, method: str, path: str, *, label: str, what: str, write: bool,
+                           headers: dict[str, str], body: bytes | None, timeout: httpx.Timeout,
+                           job_route: bool) -> httpx.Response:
         try:
             response = await self._http.request(
                 method, self.base_url + path, content=body, headers=headers, timeout=timeout
             )
         except httpx.TimeoutException as exc:
+            span.set_status(Status(StatusCode.ERROR, "timeout"))
             DASHBOARD_REQUESTS.labels(endpoint=label, code="timeout").inc()
             # A connect timeout never reached the head; any other timeout may have been applied.
             if write and not isinstance(exc, httpx.ConnectTimeout):
                 raise DashboardOutcomeUnknown(f"{what}: timed out ({type(exc).__name__})") from None
             raise DashboardUnreachable(f"{what}: timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             DASHBOARD_REQUESTS.labels(endpoint=label, code="error").inc()
             if write and not isinstance(exc, httpx.ConnectError):
                 raise DashboardOutcomeUnknown(f"{what}: {type(exc).__name__}: {exc}") from None
             raise DashboardUnreachable(f"{what}: {type(exc).__name__}: {exc}") from None
         DASHBOARD_REQUESTS.labels(endpoint=label, code=str(response.status_code)).inc()
+        span.set_attribute("http.response.status_code", response.status_code)
+        if response.status_code >= 400:
+            span.set_status(Status(StatusCode.ERROR))
         log.debug("dashboard %s %s -> %s", method, path, response.status_code)
         error = _classify(response, what=what, job_route=job_route)
         if error is not None:

@@ -267,6 +267,15 @@ def _own_kind(obj: Json, res: Resource, metadata_only: bool) -> None:
     else:
         obj.setdefault("apiVersion", res.api_version)
         obj.setdefault("kind", res.kind)
+def _trace_requests(api: kclient.ApiClient, host: str) -> None:
+    """client-go's size and DNS metrics from the session's own events (observability/restclient):
+    kubernetes-asyncio makes its aiohttp session itself, so the trace config joins it after."""
+    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    configs = getattr(session, "_trace_configs", None)
+    if isinstance(configs, list) and not any(getattr(c, "raybus_host", None) for c in configs):
+        config = restclient.trace_config(host)
+        config.raybus_host = host  # type: ignore[attr-defined]
+        configs.append(config)
 
 
 class KubeClient:
@@ -279,6 +288,7 @@ class KubeClient:
         self._limiter = limiter
         self._timeout = request_timeout_s
         self._host = restclient.host_of(str(getattr(getattr(api, "configuration", None), "host", "") or ""))
+        _trace_requests(api, self._host)
 
     async def _throttle(self, method: str) -> None:
         if self._limiter is not None:
@@ -305,10 +315,16 @@ class KubeClient:
             return await self._call_once(method, path, query=query, body=body, content_type=content_type,
                                          accept=accept)
         except _RetryAfter as first:
+            restclient.observe_retry(method=method, host=self._host, code=first.error.code)
             await asyncio.sleep(first.seconds)
         try:
+            def retried(state: RetryCallState) -> None:
+                exc = state.outcome.exception() if state.outcome else None
+                if isinstance(exc, _RetryAfter):
+                    restclient.observe_retry(method=method, host=self._host, code=exc.error.code)
             async for attempt in AsyncRetrying(stop=stop_after_attempt(MAX_RETRIES), wait=_retry_after,
-                                               retry=retry_if_exception_type(_RetryAfter), reraise=True):
+                                               retry=retry_if_exception_type(_RetryAfter),
+                                               before_sleep=retried, reraise=True):
                 with attempt:
                     return await self._call_once(method, path, query=query, body=body,
                                                  content_type=content_type, accept=accept)

@@ -13,6 +13,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from raybus.observability.tracing import redis_span
+
 EXPECTATIONS = "expectations"
 DELETION_TIMESTAMPS = "deletion-ts"
 SERVE_CONFIG = "serve-config"
@@ -31,21 +33,29 @@ class StateStore:
         return cls(aioredis.from_url(url))
 
     async def load(self, area: str, *, namespace: str, name: str) -> dict[str, Any] | None:
-        raw = await self._r.get(_key(area, namespace, name))
+        key = _key(area, namespace, name)
+        with redis_span("GET", key):
+            raw = await self._r.get(key)
         if raw is None:
             return None
         value = json.loads(raw)
         return value if isinstance(value, dict) else None
 
     async def save(self, area: str, *, namespace: str, name: str, value: dict[str, Any]) -> None:
-        await self._r.set(_key(area, namespace, name), json.dumps(value, sort_keys=True))
+        key = _key(area, namespace, name)
+        with redis_span("SET", key):
+            await self._r.set(key, json.dumps(value, sort_keys=True))
 
     async def expire(self, area: str, *, namespace: str, name: str, seconds: int) -> None:
         """Keep the value `seconds` longer, then drop it (nothing happens when there is none)."""
-        await self._r.expire(_key(area, namespace, name), seconds)
+        key = _key(area, namespace, name)
+        with redis_span("EXPIRE", key):
+            await self._r.expire(key, seconds)
 
     async def delete(self, area: str, *, namespace: str, name: str) -> None:
-        await self._r.delete(_key(area, namespace, name))
+        key = _key(area, namespace, name)
+        with redis_span("DEL", key):
+            await self._r.delete(key)
 
     async def close(self) -> None:
         await self._r.aclose()

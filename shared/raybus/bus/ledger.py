@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandResult
 from raybus.bus.streams import stream_replicas, wait_for_stream
+from raybus.observability.metrics import LEDGER_TRANSITIONS
 
 # Longer than any batch can wait in RAYBUS_COMMANDS (its max_age, streams.py), so a record
 # outlives every copy of the batch it is about.
@@ -156,6 +157,7 @@ class BatchLedger:
         if we won; otherwise the applier's record (`applying` while it has not written one yet)."""
         try:
             await self._revocations.create(f"{controller}.{key}", REVOKED)
+            LEDGER_TRANSITIONS.labels("revoked").inc()
             return BatchRecord(state="revoked", finished_at=now)
         except KeyWrongLastSequenceError:
             pass
@@ -194,7 +196,9 @@ class BatchLedger:
                 mine = _encode(BatchRecord(state="applying", holder=holder, lease_until=now + lease_s,
                                            digest=digest))
                 with contextlib.suppress(KeyWrongLastSequenceError):
-                    return Claim(won=True, revision=await self._kv.create(key, mine))
+                    claim = Claim(won=True, revision=await self._kv.create(key, mine))
+                    LEDGER_TRANSITIONS.labels("claimed").inc()
+                    return claim
                 continue
             if record.digest != digest:
                 return Claim(won=False, record=record, foreign=True)
@@ -205,9 +209,11 @@ class BatchLedger:
             mine = _encode(BatchRecord(state="applying", holder=holder, lease_until=now + lease_s,
                                        results=record.results, digest=digest))  # what landed stays
             with contextlib.suppress(KeyWrongLastSequenceError):
-                return Claim(won=True, revision=await self._kv.update(key, mine, last=revision),
-                             taken_over=bool(record.holder) and record.holder != holder,
-                             landed=tuple(record.results))
+                claim = Claim(won=True, revision=await self._kv.update(key, mine, last=revision),
+                              taken_over=bool(record.holder) and record.holder != holder,
+                              landed=tuple(record.results))
+                LEDGER_TRANSITIONS.labels("taken_over" if claim.taken_over else "claimed").inc()
+                return claim
         record, _ = await self.get(key)
         return Claim(won=False, record=record)
 
@@ -229,6 +235,7 @@ class BatchLedger:
         record = BatchRecord(state="applying", results=[r for r in applied or [] if r.ok], digest=digest)
         with contextlib.suppress(KeyWrongLastSequenceError):
             await self._kv.update(key, _encode(record), last=revision)
+            LEDGER_TRANSITIONS.labels("released").inc()
 
     async def finish(self, key: str, *, revision: int, results: list[CommandResult], now: float,
                      digest: str) -> bool:
@@ -239,6 +246,7 @@ class BatchLedger:
             await self._kv.update(key, _encode(record), last=revision)
         except KeyWrongLastSequenceError:
             return False
+        LEDGER_TRANSITIONS.labels("finished").inc()
         return True
 
     async def refuse(self, key: str, *, digest: str, now: float,
@@ -255,6 +263,7 @@ class BatchLedger:
                 refused = BatchRecord(state="done", finished_at=now, results=answer([]), digest=digest)
                 with contextlib.suppress(KeyWrongLastSequenceError):
                     await self._kv.create(key, _encode(refused))
+                    LEDGER_TRANSITIONS.labels("refused").inc()
                     return None
                 continue
             if record.digest != digest or record.state != "applying" or record.holder:
@@ -262,6 +271,7 @@ class BatchLedger:
             finished = BatchRecord(state="done", finished_at=now, results=answer(record.results), digest=digest)
             with contextlib.suppress(KeyWrongLastSequenceError):
                 await self._kv.update(key, _encode(finished), last=revision)
+                LEDGER_TRANSITIONS.labels("refused").inc()
                 return finished
         record, _ = await self.get(key)
         return record

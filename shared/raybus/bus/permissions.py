@@ -153,9 +153,10 @@ def permissions(role: Role) -> Permissions:
     if role in _RECONCILERS:
         return _reconciler(role, _RECONCILERS[role])
     if role is Role.WATCHER:
-        # what it published before a restart: it resumes instead of republishing all
+        # what it published before a restart: it resumes instead of republishing all; and (its
+        # /metrics) every stream's consumers, read only (observability/busstate.py)
         return _service(role, [s.objects_filter(), s.triggers_filter(), s.dead_letter_subject("watcher"),
-                               *_follow(s.STREAM_OBJECTS)])
+                               *_follow(s.STREAM_OBJECTS), "$JS.API.CONSUMER.LIST.*"])
     if role is Role.COMMAND_EXECUTOR:
         return _executor()
     if role is Role.DASHBOARD_POLLER:

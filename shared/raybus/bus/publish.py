@@ -7,6 +7,7 @@ import hashlib
 import re
 
 from nats.js import JetStreamContext
+from nats.js.api import PubAck
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
@@ -24,6 +25,14 @@ from raybus.bus.envelopes import (
     Trigger,
 )
 from raybus.decisions.dashboard_contract import DashboardInterest
+from raybus.observability.tracing import send_span
+
+
+async def _send(js: JetStreamContext, subject: str, data: bytes, *, msg_id: str | None = None) -> PubAck:
+    """One publish in its PRODUCER span; the headers carry that span's context."""
+    with send_span(subject, msg_id=msg_id, size=len(data)):
+        return await js.publish(subject, data, headers=publish_headers(msg_id=msg_id))
+
 
 # Trigger.cause_kind of the dashboard-poller's triggers: objects_seq is then a sequence of
 # RAYBUS_DASHBOARD (an observation changed) or of RAYBUS_DASHBOARD_RESULTS (a command ended).
@@ -37,8 +46,8 @@ async def publish_object(js: JetStreamContext, event: ObjectEvent, *,
 
     msg_id (the watcher uses kind/ns/name/resourceVersion) lets JetStream store a version seen by
     two watcher replicas once; a duplicate's ack carries the original's sequence."""
-    ack = await js.publish(s.object_subject(event.kind, event.key.namespace, event.key.name, event.scope),
-                           encode(event), headers=publish_headers(msg_id=msg_id))
+    ack = await _send(js, s.object_subject(event.kind, event.key.namespace, event.key.name, event.scope),
+                           encode(event), msg_id=msg_id)
     return int(ack.seq)
 
 
@@ -47,54 +56,53 @@ async def publish_trigger(js: JetStreamContext, *, controller: s.Controller, key
                           cause_scope: str = "", partitions: int = s.DEFAULT_PARTITIONS) -> None:
     trig = Trigger(key=key, kind=kind, controller=controller.value, cause=cause,
                    objects_seq=objects_seq, cause_kind=cause_kind, cause_scope=cause_scope)
-    await js.publish(s.trigger_subject(controller, namespace=key.namespace, name=key.name,
+    await _send(js, s.trigger_subject(controller, namespace=key.namespace, name=key.name,
                                        partitions=partitions),
-                     encode(trig), headers=publish_headers())
+                     encode(trig))
 
 
 async def publish_commands(js: JetStreamContext, batch: CommandBatch) -> None:
-    await js.publish(s.command_subject(batch.controller, batch.key.namespace, batch.key.name),
-                     encode(batch), headers=publish_headers(msg_id=batch.reconcile_id))
+    await _send(js, s.command_subject(batch.controller, batch.key.namespace, batch.key.name),
+                     encode(batch), msg_id=batch.reconcile_id)
 
 
 async def publish_status(js: JetStreamContext, batch: CommandBatch) -> None:
     """A batch holding one UpdateStatus, on the object's last-value status subject."""
-    await js.publish(s.status_subject(batch.controller, batch.key.namespace, batch.key.name),
-                     encode(batch), headers=publish_headers(msg_id=batch.reconcile_id))
+    await _send(js, s.status_subject(batch.controller, batch.key.namespace, batch.key.name),
+                     encode(batch), msg_id=batch.reconcile_id)
 
 
 async def publish_outcome(js: JetStreamContext, outcome: Outcome) -> None:
-    await js.publish(s.outcome_subject(outcome.controller, outcome.key.namespace, outcome.key.name,
+    await _send(js, s.outcome_subject(outcome.controller, outcome.key.namespace, outcome.key.name,
                                        status=outcome.is_status),
-                     encode(outcome), headers=publish_headers(msg_id=f"out-{outcome.reconcile_id}"))
+                     encode(outcome), msg_id=f"out-{outcome.reconcile_id}")
 
 
 # --- dashboard gateway ----------------------------------------------------------------------------
 async def publish_dashboard_observation(js: JetStreamContext, obs: DashboardObservation) -> int:
     """Returns the RAYBUS_DASHBOARD sequence (triggers carry it with cause_kind "dashboard")."""
-    ack = await js.publish(s.dashboard_subject(obs.key.namespace, obs.key.name), encode(obs),
-                           headers=publish_headers())
+    ack = await _send(js, s.dashboard_subject(obs.key.namespace, obs.key.name), encode(obs))
     return int(ack.seq)
 
 
 async def publish_dashboard_interest(js: JetStreamContext, msg: DashboardInterestMessage) -> int:
-    ack = await js.publish(s.dashboard_interest_subject(msg.controller, msg.key.namespace, msg.key.name),
-                           encode(msg), headers=publish_headers())
+    ack = await _send(js, s.dashboard_interest_subject(msg.controller, msg.key.namespace, msg.key.name),
+                           encode(msg))
     return int(ack.seq)
 
 
 async def publish_dashboard_command(js: JetStreamContext, msg: DashboardCommandMessage) -> int:
     """Nats-Msg-Id = command_id: a command re-published within the duplicate window (120 s) is
     stored once. Returns the RAYBUS_DASHBOARD_COMMANDS sequence."""
-    ack = await js.publish(s.dashboard_command_subject(msg.controller, msg.key.namespace, msg.key.name),
-                           encode(msg), headers=publish_headers(msg_id=msg.command_id))
+    ack = await _send(js, s.dashboard_command_subject(msg.controller, msg.key.namespace, msg.key.name),
+                           encode(msg), msg_id=msg.command_id)
     return int(ack.seq)
 
 
 async def publish_dashboard_result(js: JetStreamContext, msg: DashboardResultMessage) -> int:
     """One result per command_id: a poller that re-runs a command after a crash publishes it once."""
-    ack = await js.publish(s.dashboard_result_subject(msg.controller, msg.key.namespace, msg.key.name),
-                           encode(msg), headers=publish_headers(msg_id=f"dres-{msg.result.command_id}"))
+    ack = await _send(js, s.dashboard_result_subject(msg.controller, msg.key.namespace, msg.key.name),
+                           encode(msg), msg_id=f"dres-{msg.result.command_id}")
     return int(ack.seq)
 
 

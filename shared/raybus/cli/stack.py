@@ -212,7 +212,7 @@ class LocalStack:
         metrics_port = 0
         if service in SERVICES:  # each service's Prometheus endpoint, on loopback
             metrics_port = free_port()
-            env.update(RAYBUS_METRICS_PORT=str(metrics_port), RAYBUS_METRICS_LOCAL="1")
+            env.update(RAYBUS_METRICS_PORT=str(metrics_port), RAYBUS_METRICS_ADDR="127.0.0.1")
         if self.secrets is not None and service in SERVICE_ROLES:
             env.update(security.service_env(self.secrets, SERVICE_ROLES[service]),
                        RAYBUS_BUS_DECLARE="0")

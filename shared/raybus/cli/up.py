@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from raybus.cli.stack import LocalStack
+from raybus.testing.prometheus import Prometheus, stack_targets
 
 HOME = Path(".raybus")
 
@@ -33,6 +34,11 @@ def add_parser(sub: Any) -> None:
                    "RAYBUS_DASHBOARD_URL_TEMPLATE; default: the simulated heads)")
     p.add_argument("--proxy-url-template", help="Ray Serve proxy base URL of a head (env "
                    "RAYBUS_PROXY_URL_TEMPLATE; default: the simulated heads)")
+    p.add_argument("--prometheus", action="store_true",
+                   help="also run a real Prometheus (`make prometheus`) scraping every service as the "
+                        "monitoring overlay's ServiceMonitors would, with its alert rules")
+    p.add_argument("--prometheus-port", type=int, default=9090, help="where that Prometheus listens (loopback)")
+    p.add_argument("--scrape-interval-s", type=float, default=15.0, help="its scrape and rule interval")
     p.set_defaults(func=run)
 
 
@@ -67,10 +73,17 @@ def flag_env(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     stack = LocalStack(home=args.home, replicas=args.replicas, extra_env=flag_env(args))
+    prometheus = Prometheus(home=(args.home / "prometheus").resolve(), scrape_s=args.scrape_interval_s,
+                            port=args.prometheus_port) if args.prometheus else None
     stop_on_signals()
     try:
         stack.start()
+        if prometheus is not None:
+            prometheus.start(stack_targets(stack.procs))
         _print_table(stack)
+        if prometheus is not None:
+            print(f"  prometheus  {prometheus.url}  (alerts {prometheus.url}/alerts; config and data in "
+                  f"{prometheus.home})", flush=True)
         print("raybus ready", flush=True)
         if args.demo:
             from raybus.cli.demo import follow_sample
@@ -87,12 +100,17 @@ def run(args: argparse.Namespace) -> int:
                     return 1
     except KeyboardInterrupt:
         return 0
+    except RuntimeError as exc:  # a server that would not start (e.g. no prometheus binary): one line
+        print(f"raybus up: {exc}", flush=True)
+        return 1
     finally:
         # A second Ctrl-C/SIGTERM (make and timeout both forward one) must not abort the stop
         # half-way and leave servers behind: each process gets its own bounded stop anyway.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print("stopping raybus ...", flush=True)
+        if prometheus is not None:
+            prometheus.stop()
         stack.stop()
         print("stopped", flush=True)
 

@@ -10,8 +10,16 @@ The two durations are GaugeVecs in KubeRay (not histograms), set when a status t
 written and deleted when the object is gone (`DeleteRayClusterMetrics`/`DeleteRayJobMetrics`).
 Here every replica's cache sees each transition the watcher publishes after the status write
 succeeded (KubeRay emits after a successful `Status().Update`), remembers the value, and exports
-it under the same partition filter: one series per object, kept by whichever replica takes the
-partition over, and forgotten when the object's DELETED event arrives.
+it under the same partition filter: kept by whichever replica takes the partition over, and
+forgotten when the object's DELETED event arrives. A GaugeVec keeps one series per label set, so
+a RayJob that retried keeps its `Retrying` series beside the final one, as KubeRay's does.
+
+A process that first sees an object already past its transition (a restart, a rolling update, a
+replica started later) has no transition to time: it takes the value from the timestamps the
+same status write recorded (the RayClusterProvisioned condition's lastTransitionTime, a terminal
+RayJob's endTime), to the second, so the gauges outlive any one process as they outlive none in
+KubeRay. A RayJob's earlier `Retrying` series cannot be rebuilt that way and is exported only by
+processes that saw it.
 """
 
 from __future__ import annotations
@@ -115,10 +123,10 @@ def object_samples(kind: str, obj: Json) -> list[Sample]:
 
 def transition_sample(kind: str, old: Json | None, new: Json, now: float) -> Sample | None:
     """The duration gauge a status change sets, or None (KubeRay's emit*Duration conditions).
-    `old` None means first sight (snapshot load): not a transition, as a restarted KubeRay whose
-    first reconcile sees an already provisioned cluster emits nothing."""
+    `old` None means first sight (snapshot load, a replica started later): then the value the
+    transition's own timestamps give, if the object is already past it (recorded_sample)."""
     if old is None:
-        return None
+        return recorded_sample(kind, new)
     name, ns, uid = _meta(new)
     if kind == "RayCluster":
         # emitRayClusterProvisionedDuration: false (or unset) -> true; time.Since(creationTimestamp)
@@ -144,6 +152,35 @@ def transition_sample(kind: str, old: Json | None, new: Json, now: float) -> Sam
     return None
 
 
+def recorded_sample(kind: str, obj: Json) -> Sample | None:
+    """The duration of a transition that happened before this process saw the object, from the
+    timestamps the transition's status write recorded (second resolution, as metav1.Time):
+    RayClusterProvisioned's lastTransitionTime - creationTimestamp; a terminal RayJob's endTime
+    (updateRayJobStatus sets it to time.Now() in the write that makes it terminal) - startTime,
+    with retry_count the status.failed before that write (checkBackoffLimitAndUpdateStatusIfNeeded
+    counted the final failure in it)."""
+    name, ns, uid = _meta(obj)
+    status = obj.get("status") or {}
+    if kind == "RayCluster":
+        if not condition_true(obj, "RayClusterProvisioned"):
+            return None
+        cond = next(c for c in status.get("conditions") or [] if c.get("type") == "RayClusterProvisioned")
+        created = _timestamp((obj.get("metadata") or {}).get("creationTimestamp"))
+        at = _timestamp(cond.get("lastTransitionTime"))
+        if created is None or at is None:
+            return None
+        return CLUSTER_PROVISIONED, [name, ns, uid], max(at - created, 0.0)
+    if kind == "RayJob":
+        state = str(status.get("jobDeploymentStatus") or "")
+        started, ended = _timestamp(status.get("startTime")), _timestamp(status.get("endTime"))
+        if state not in TERMINAL_JOB_STATES or started is None or ended is None:
+            return None
+        failed = int(status.get("failed") or 0)
+        retries = max(failed - 1, 0) if state == "Failed" else failed
+        return JOB_EXECUTION, [name, ns, uid, state, str(retries)], max(ended - started, 0.0)
+    return None
+
+
 class KubeRayExporter:
     """One reconciler replica's kuberay_* series for its primary kind.
 
@@ -156,8 +193,8 @@ class KubeRayExporter:
         self._objects = objects
         self._owns = owns
         self._clock = clock
-        # (namespace, name) -> the duration sample set at its last transition
-        self._durations: dict[tuple[str, str], Sample] = {}
+        # (namespace, name) -> the duration samples of its transitions, one per label set
+        self._durations: dict[tuple[str, str], dict[tuple[str, ...], Sample]] = {}
         self._lock = threading.Lock()  # scrapes run on the metrics server's thread
 
     def on_change(self, old: Json | None, new: Json | None) -> None:
@@ -173,7 +210,9 @@ class KubeRayExporter:
         if sample is not None:
             name, ns, _ = _meta(new)
             with self._lock:
-                self._durations[(ns, name)] = sample
+                series = self._durations.setdefault((ns, name), {})
+                if old is not None or tuple(sample[1]) not in series:  # a seen transition wins
+                    series[tuple(sample[1])] = sample
 
     def samples(self) -> Iterator[Sample]:
         for obj in list(self._objects()):
@@ -182,9 +221,9 @@ class KubeRayExporter:
                 yield from object_samples(self.kind, obj)
         with self._lock:
             durations = list(self._durations.items())
-        for (ns, name), sample in durations:
+        for (ns, name), series in durations:
             if self._owns(ns, name):
-                yield sample
+                yield from list(series.values())
 
 
 class KubeRayCollector(Collector):

@@ -3,22 +3,35 @@
 Spans leave the process only when the standard variables ask for it: an OTLP/HTTP exporter when
 OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, or OTEL_TRACES_EXPORTER
 names `otlp` (the exporter itself reads the endpoint, headers, timeout and compression from the
-OTEL_EXPORTER_OTLP_* variables, and the batch processor OTEL_BSP_*); OTEL_TRACES_EXPORTER=none
-or OTEL_SDK_DISABLED=true turns it off. Unset: nothing is exported.
+OTEL_EXPORTER_OTLP_* variables, and the batch processor OTEL_BSP_*); `console` prints them;
+OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true turns it off. Unset: nothing is exported.
+OTEL_TRACES_SAMPLER/_ARG choose the sampler (default parentbased_always_on), OTEL_SERVICE_NAME
+and OTEL_RESOURCE_ATTRIBUTES win over the service's own name and attributes.
+
+Span shapes follow the semantic conventions: PRODUCER `send <subject>` spans for NATS publishes
+(messaging.*; the trace context travels in the message's headers), a CONSUMER span where a
+message is processed, CLIENT spans for Kubernetes API, Ray dashboard and Redis calls.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.propagate import extract, inject
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+)
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_ON,
     Decision,
@@ -26,8 +39,11 @@ from opentelemetry.sdk.trace.sampling import (
     Sampler,
     SamplingResult,
 )
-from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace import Link, Span, SpanKind
 from opentelemetry.util.types import Attributes
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
 
 
 class _WhileExporting(Sampler):
@@ -37,7 +53,7 @@ class _WhileExporting(Sampler):
 
     def __init__(self) -> None:
         self.exporting = False
-        self._on = ParentBased(ALWAYS_ON)
+        self._on: Sampler = ParentBased(ALWAYS_ON)  # replaced by OTEL_TRACES_SAMPLER's (setup_tracing)
 
     def should_sample(self, parent_context: otel_context.Context | None, trace_id: int, name: str,
                       kind: SpanKind | None = None, attributes: Attributes = None,
@@ -57,14 +73,18 @@ _provider: TracerProvider | None = None
 log = logging.getLogger(__name__)
 
 
+def _exporters(env: Mapping[str, str]) -> set[str]:
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return set()
+    named = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()}
+    if named:
+        return named
+    return {"otlp"} if env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") else set()
+
+
 def otlp_requested(env: Mapping[str, str]) -> bool:
     """Whether the OTEL_* variables ask for OTLP trace export (see the module docstring)."""
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()}
-    if exporters:
-        return "otlp" in exporters
-    return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    return "otlp" in _exporters(env)
 
 
 def otlp_exporter(env: Mapping[str, str]) -> SpanExporter | None:
@@ -73,31 +93,72 @@ def otlp_exporter(env: Mapping[str, str]) -> SpanExporter | None:
     protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
                 or "http/protobuf")
     if protocol != "http/protobuf":
-        # Only the OTLP/HTTP exporter is installed (grpcio is a large native dependency).
+        # Only the OTLP/HTTP protobuf exporter is installed (gRPC's is grpcio, a large native
+        # dependency): one warning at start, and the spans still go out over HTTP.
         log.warning("OTLP protocol not supported, using http/protobuf", extra={"protocol": protocol})
     # Imported only when asked for: it pulls in requests and protobuf.
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     return OTLPSpanExporter()
 
 
+def service_resource(service: str, env: Mapping[str, str], *, instance: str = "") -> Resource:
+    """The service's own attributes, under whatever OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME
+    say (the SDK's Resource.create would let the code's service.name win over the operator's)."""
+    ours: dict[str, str] = {"service.name": service, "service.namespace": "raybus"}
+    if instance:
+        ours["service.instance.id"] = instance
+    with _environ(env):
+        detected = OTELResourceDetector().detect()
+    return Resource.create({**ours, **{k: v for k, v in detected.attributes.items() if isinstance(v, str)}})
+
+
+@contextlib.contextmanager
+def _environ(env: Mapping[str, str]) -> Iterator[None]:
+    """The SDK's detectors read os.environ; a test passes its own mapping."""
+    if env is os.environ:
+        yield
+        return
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def setup_tracing(service: str, exporter: SpanExporter | None = None, *,
-                  env: Mapping[str, str] | None = None) -> trace.Tracer:
+                  env: Mapping[str, str] | None = None, instance: str = "") -> trace.Tracer:
     """Install one TracerProvider per process; an exporter (in-memory for tests) is optional, and
-    an OTLP exporter is added when the OTEL_* variables ask for one."""
+    the exporters the OTEL_* variables ask for are added."""
     global _provider
     if _provider is None:
-        _provider = TracerProvider(resource=Resource.create({"service.name": service}), sampler=_sampler)
+        environ = os.environ if env is None else env
+        _provider = TracerProvider(resource=service_resource(service, environ, instance=instance))
+        # OTEL_TRACES_SAMPLER's sampler (the SDK reads it when none is given), recording only
+        # while something exports.
+        _sampler._on = _provider.sampler
+        _provider.sampler = _sampler  # before any tracer is made
         trace.set_tracer_provider(_provider)
-        otlp = otlp_exporter(os.environ if env is None else env)
+        otlp = otlp_exporter(environ)
         if otlp is not None:
             # Batched off the event loop's thread: an export never delays a reconcile.
             _provider.add_span_processor(BatchSpanProcessor(otlp))
             _sampler.exporting = True
             log.info("exporting traces over OTLP")
+        if "console" in _exporters(environ):
+            _provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+            _sampler.exporting = True
     if exporter is not None:
         _provider.add_span_processor(SimpleSpanProcessor(exporter))
         _sampler.exporting = True
     return trace.get_tracer(service)
+
+
+def exporting() -> bool:
+    """Whether spans are recorded at all (context work for links can be skipped otherwise)."""
+    return _sampler.exporting
 
 
 def shutdown_tracing() -> None:
@@ -114,3 +175,63 @@ def inject_headers(headers: dict[str, str] | None = None) -> dict[str, str]:
 
 def extract_context(headers: Mapping[str, str] | None) -> otel_context.Context:
     return extract(dict(headers or {}))
+
+
+_tracer = trace.get_tracer("raybus.bus")
+MESSAGING_SYSTEM = "nats"
+
+
+def destination_template(subject: str) -> str:
+    """A subject's low-cardinality form for span names: its first three tokens
+    (raybus.cmd.<controller>, raybus.trigger.<controller>, raybus.obj.<kind>, ...)."""
+    return ".".join(subject.split(".")[:3])
+
+
+@contextlib.contextmanager
+def send_span(subject: str, *, msg_id: str | None = None, size: int | None = None) -> Iterator[Span]:
+    """The PRODUCER span of one NATS publish (messaging conventions); publish_headers() inside it
+    puts this span's context in the message's headers. Not made while nothing records spans (a
+    publish is the bus's hot path): the headers then carry the current context, as before."""
+    if not _sampler.exporting:
+        yield trace.INVALID_SPAN
+        return
+    attributes: dict[str, str | int] = {
+        "messaging.system": MESSAGING_SYSTEM, "messaging.operation.type": "send",
+        "messaging.operation.name": "publish", "messaging.destination.name": subject,
+        "messaging.destination.template": destination_template(subject)}
+    if msg_id:
+        attributes["messaging.message.id"] = msg_id
+    if size is not None:
+        attributes["messaging.message.body.size"] = size
+    with _tracer.start_as_current_span(f"send {destination_template(subject)}", kind=SpanKind.PRODUCER,
+                                       attributes=attributes) as span:
+        yield span
+
+
+def process_attributes(subject: str, *, count: int = 1) -> dict[str, str | int]:
+    """A CONSUMER span's messaging attributes: the processing of `count` messages of `subject`."""
+    attributes: dict[str, str | int] = {
+        "messaging.system": MESSAGING_SYSTEM, "messaging.operation.type": "process",
+        "messaging.operation.name": "process", "messaging.destination.name": subject,
+        "messaging.destination.template": destination_template(subject)}
+    if count != 1:
+        attributes["messaging.batch.message_count"] = count
+    return attributes
+
+
+def traced_handler(name: str, handler: Callable[[Msg], Awaitable[None]]) -> Callable[[Msg], Awaitable[None]]:
+    """Wrap a message handler in a CONSUMER span whose parent is the message's own context."""
+    async def handle(msg: Msg) -> None:
+        with _tracer.start_as_current_span(name, context=extract_context(msg.headers), kind=SpanKind.CONSUMER,
+                                           attributes=process_attributes(msg.subject)):
+            await handler(msg)
+    return handle
+
+
+@contextlib.contextmanager
+def redis_span(operation: str, key: str) -> Iterator[Span]:
+    """A CLIENT span of one Redis command (database conventions: the key's area, not its value)."""
+    with _tracer.start_as_current_span(operation, kind=SpanKind.CLIENT, attributes={
+            "db.system.name": "redis", "db.operation.name": operation,
+            "db.query.summary": f"{operation} {':'.join(key.split(':')[:2])}"}) as span:
+        yield span

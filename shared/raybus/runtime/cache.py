@@ -25,6 +25,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
+from opentelemetry import context as otel_context
 from pydantic import ValidationError
 from pydantic_core import from_json
 
@@ -32,6 +33,7 @@ from raybus.bus import subjects as s
 from raybus.bus.envelopes import DashboardObservation, DashboardResultMessage, ObjectEvent
 from raybus.bus.publish import DASHBOARD_KIND, DASHBOARD_RESULT_KIND
 from raybus.decisions.dashboard_contract import ClusterObservation
+from raybus.observability.tracing import exporting, extract_context
 
 log = logging.getLogger(__name__)
 CLUSTER_LABEL = "ray.io/cluster"
@@ -136,7 +138,16 @@ class ObjectCache:
         except ValueError:  # invalid JSON, or a ValidationError (a ValueError too)
             log.warning("undecodable object event skipped", extra={"subject": msg.subject})
             return
-        self.apply(event)
+        if exporting():
+            # The event's trace context is current while it is applied: a wake it causes
+            # (ControllerRuntime.wake) links the reconcile to the watcher's publish.
+            token = otel_context.attach(extract_context(msg.headers))
+            try:
+                self.apply(event)
+            finally:
+                otel_context.detach(token)
+        else:
+            self.apply(event)
         seq = msg.metadata.sequence.stream if msg.metadata else 0
         where = (event.kind, event.key.namespace, event.key.name)
         if event.type == "DELETED":

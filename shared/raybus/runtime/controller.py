@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from nats.js.client import JetStreamContext
 from nats.js.errors import FetchTimeoutError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.trace import Link, SpanKind
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from raybus.bus import subjects as s
@@ -31,18 +33,15 @@ from raybus.bus.codec import decode_or_dead_letter
 from raybus.bus.envelopes import ObjectKey, Trigger
 from raybus.bus.publish import publish_trigger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, trigger_consumer_config
-from raybus.observability.metrics import (
-    RECONCILE_CAUSES,
-    RECONCILE_SECONDS,
-    RECONCILES,
-    TRIGGER_BIND_FAILURES,
-    WORKQUEUE_DEPTH,
-)
-from raybus.observability.tracing import extract_context
+from raybus.observability import controllerruntime as crm
+from raybus.observability.metrics import RECONCILE_CAUSES, TRIGGER_BIND_FAILURES
+from raybus.observability.tracing import exporting, extract_context, process_attributes
+from raybus.runtime import traces
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.leases import PartitionLeases
 from raybus.runtime.pull import consumer_lost
 from raybus.runtime.tasks import cancel_and_wait
+from raybus.runtime.traces import ReconcileTraces
 from raybus.runtime.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -116,7 +115,10 @@ class ControllerRuntime:
         self._workers = workers
         self._resync_s = resync_s
         self._debounce = debounce_s
-        self.queue: WorkQueue[ObjectKey, _Pending] = WorkQueue(min_interval_s=min_interval_s)
+        # controller-runtime's name for this controller (and its workqueue): KubeRay's, by kind
+        self.name = crm.CONTROLLER_NAMES.get(controller, controller.value)
+        self.queue: WorkQueue[ObjectKey, _Pending] = WorkQueue(
+            min_interval_s=min_interval_s, metrics=crm.QueueMetrics(self.name))
         self._fetchers: dict[int, asyncio.Task[None]] = {}
         self._epochs: dict[int, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -125,6 +127,7 @@ class ControllerRuntime:
         self.reconciling: set[ObjectKey] = set()  # observable for tests
         # Keys in _process -> whether requeue_after asked for a requeue meanwhile.
         self._in_process: dict[ObjectKey, bool] = {}
+        self._traces = ReconcileTraces(f"ADDED {primary_kind.value}")  # runtime/traces.py
 
     def partition(self, key: ObjectKey) -> int:
         return s.partition_of(key.namespace, key.name, self.bus.partitions)
@@ -145,9 +148,12 @@ class ControllerRuntime:
         await self._lease_round()
         self._tasks.append(asyncio.create_task(self._lease_loop()))
         self._tasks.append(asyncio.create_task(self._resync_loop()))
+        crm.init_controller(self.name, self._workers)
+        crm.QUEUES.add(self.name, self.queue)
         self._tasks += [asyncio.create_task(self._worker()) for _ in range(self._workers)]
 
     async def stop(self) -> None:
+        crm.QUEUES.remove(self.name, self.queue)
         await cancel_and_wait([*self._tasks, *self._fetchers.values()])
         self._fetchers.clear()
         if self.leases is not None:
@@ -279,8 +285,10 @@ class ControllerRuntime:
         # Debounced: the events a change fans out into (a Pod's schedule/start/ready, a burst of
         # them across a cluster) arrive within milliseconds of each other; deciding once after
         # them, not once per event, is what keeps a reconciler's CPU proportional to changes.
-        self.queue.add_soon(trig.key, _Pending(msg=msg, ctx=extract_context(msg.headers),
-                                               cause=_cause_label(trig)), self._debounce)
+        ctx = extract_context(msg.headers)
+        cause = _cause_label(trig)
+        self._traces.woke(trig.key, cause, ctx)
+        self.queue.add_soon(trig.key, _Pending(msg=msg, ctx=ctx, cause=cause), self._debounce)
 
     # --- workers --------------------------------------------------------------------------------
     async def _worker(self) -> None:
@@ -307,32 +315,39 @@ class ControllerRuntime:
                 # lease is renewed, or until the partition is dropped and handed over.
                 self.queue.add_after(key, 1.0)
             return
-        parent = pendings[-1].ctx if pendings else None
         self._in_process[key] = False
         try:
-            await self._run(key, pendings, parent)
+            await self._run(key, pendings, self._traces.parent(key, [p.ctx for p in pendings]))
         finally:
             self._in_process.pop(key, None)
 
     async def _run(self, key: ObjectKey, pendings: list[_Pending], parent: otel_context.Context | None) -> None:
         self.reconciling.add(key)
+        active = crm.ACTIVE_WORKERS.labels(self.name)
+        active.inc()
+        started = time.monotonic()
         try:
-            with self._tracer.start_as_current_span("reconcile", context=parent,
-                                                    attributes={"raybus.key": str(key)}), \
-                    RECONCILE_SECONDS.labels(self.controller.value).time():
+            links: list[Link] = []
+            attributes: dict[str, str | int] = {"raybus.key": str(key)}
+            if exporting():  # a span nobody records needs neither
+                links = traces.links(p.ctx for p in pendings)
+                attributes.update(process_attributes(s.triggers_filter(self.controller),
+                                                     count=max(len(pendings), 1)))
+            with self._tracer.start_as_current_span("reconcile", context=parent, kind=SpanKind.CONSUMER,
+                                                    links=links, attributes=attributes):
                 returned = await self._reconcile(key)
             result = returned if isinstance(returned, Result) else Result(requeue_after=returned)
-            WORKQUEUE_DEPTH.labels(self.controller.value).set(len(self.queue))
-            RECONCILES.labels(self.controller.value, "error" if result.error else "ok").inc()
             RECONCILE_CAUSES.labels(
                 self.controller.value, pendings[-1].cause if pendings else "requeue",
                 "commands" if result.published else "status" if result.status else "nothing").inc()
         except Exception:
             log.exception("reconcile failed", extra={"key": str(key)})
-            RECONCILES.labels(self.controller.value, "error").inc()
             result = Result(error=True)
         finally:
             self.reconciling.discard(key)
+            active.dec()
+        crm.observe_reconcile(self.name, time.monotonic() - started, error=result.error,
+                              requeue_after=result.requeue_after)
         for pending in pendings:
             await pending.ack()
         if result.error:

@@ -40,6 +40,9 @@ class CommonSettings(BaseModel):
     redis_url: str = "redis://127.0.0.1:6379/0"
     kubeconfig: str | None = None  # None: in-cluster config
     metrics_port: int = 0
+    # Where /metrics, /healthz and /readyz listen: hosts, comma-separated (KubeRay's
+    # --metrics-addr names the address too). A Pod binds its own IP (deploy/kustomize).
+    metrics_addr: str = "127.0.0.1"
     log_level: str = "INFO"
     replica_id: str = ""
     partitions: int = 16
@@ -87,6 +90,8 @@ def common_parser(service: str) -> argparse.ArgumentParser:
     parser.add_argument("--redis-url", default=_env("REDIS_URL", "redis://127.0.0.1:6379/0"))
     parser.add_argument("--kubeconfig", default=_env("KUBECONFIG", None))
     parser.add_argument("--metrics-port", type=int, default=int(_env("METRICS_PORT", "0") or 0))
+    parser.add_argument("--metrics-addr", default=_env("METRICS_ADDR", "127.0.0.1"),
+                        help="host(s) the metrics and probe endpoint binds to, comma-separated")
     parser.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
     parser.add_argument("--replica-id", default=_env("REPLICA_ID", ""))
     parser.add_argument("--partitions", type=int, default=int(_env("PARTITIONS", "16") or 16))
@@ -114,6 +119,7 @@ def common_settings(service: str, args: argparse.Namespace) -> CommonSettings:
     replica = args.replica_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     return CommonSettings(service=service, nats_url=args.nats_url, redis_url=args.redis_url,
                           kubeconfig=args.kubeconfig, metrics_port=args.metrics_port,
+                          metrics_addr=args.metrics_addr,
                           log_level=args.log_level, replica_id=replica, partitions=args.partitions,
                           debounce_s=args.debounce_s, min_interval_s=args.min_interval_s,
                           auth=BusAuth(nats_user=args.nats_user, nats_password_file=args.nats_password_file,
@@ -145,8 +151,8 @@ def serve(settings: CommonSettings, app: Service, *, needs: Sequence[Need] = ("n
 async def run_service(settings: CommonSettings, app: Service, *, needs: Sequence[Need] = ("nats",)) -> None:
     """Run `app` until SIGTERM/SIGINT; it starts once every one of `needs` answers."""
     log = setup_logging(settings.service, settings.log_level)
-    setup_tracing(settings.service)
-    serve_metrics(settings.metrics_port)
+    setup_tracing(settings.service, instance=settings.replica_id)
+    metrics = await serve_metrics(settings.metrics_port, settings.metrics_addr)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -183,4 +189,6 @@ async def run_service(settings: CommonSettings, app: Service, *, needs: Sequence
         logging.shutdown()
         os._exit(1)
     stopping.result()
+    if metrics is not None:
+        await metrics.cleanup()
     shutdown_tracing()

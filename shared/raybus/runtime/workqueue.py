@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from raybus.observability.controllerruntime import QueueMetrics
 from raybus.runtime.ratelimit import ControllerRateLimiter
 
 K = TypeVar("K", bound=Hashable)
@@ -22,8 +23,13 @@ _PRUNE_AT = 4096
 
 class WorkQueue(Generic[K, T]):
     def __init__(self, limiter: ControllerRateLimiter[K] | None = None, *,
-                 min_interval_s: float = 0.0) -> None:
+                 min_interval_s: float = 0.0, metrics: QueueMetrics | None = None) -> None:
         self.limiter: ControllerRateLimiter[K] = limiter or ControllerRateLimiter()
+        # client-go's workqueue metrics (observability/controllerruntime.py): when each waiting
+        # key was added and each running key was handed to a worker, on the metrics' clock.
+        self.metrics = metrics
+        self._added_at: dict[K, float] = {}
+        self._running_since: dict[K, float] = {}
         # Debounced adds of a key that ran less than this long ago wait until this long after
         # that run started (see add_soon).
         self.min_interval_s = min_interval_s
@@ -41,6 +47,9 @@ class WorkQueue(Generic[K, T]):
         if key in self._dirty:
             return
         self._dirty.add(key)
+        if self.metrics is not None:
+            self.metrics.add()
+            self._added_at.setdefault(key, self.metrics.clock())
         if key not in self._processing:
             self._queue.put_nowait(key)
 
@@ -75,6 +84,8 @@ class WorkQueue(Generic[K, T]):
         """Requeue later (KubeRay's RequeueAfter); a newer request for the key replaces the older,
         unless `earliest` (client-go's delaying queue: the sooner of the two is kept)."""
         loop = asyncio.get_running_loop()
+        if self.metrics is not None and delay_s > 0:
+            self.metrics.retry()
         old = self._timers.get(key)
         if old is not None and earliest and old.when() <= loop.time() + delay_s:
             return
@@ -103,6 +114,10 @@ class WorkQueue(Generic[K, T]):
             key = await self._queue.get()
         self._dirty.discard(key)
         self._processing.add(key)
+        if self.metrics is not None:
+            now = self.metrics.clock()
+            self.metrics.got(self._added_at.pop(key, None), now)
+            self._running_since[key] = now
         timer = self._timers.pop(key, None)
         if timer is not None:
             # A requeue asked for by an earlier run: this run reads the state that requeue was
@@ -119,6 +134,8 @@ class WorkQueue(Generic[K, T]):
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
+        if self.metrics is not None:
+            self.metrics.done(self._running_since.pop(key, None))
         if key in self._dirty:
             self._queue.put_nowait(key)
 
@@ -127,6 +144,7 @@ class WorkQueue(Generic[K, T]):
         dropped: list[T] = []
         for key in [k for k in self._dirty if not keep(k)]:
             self._dirty.discard(key)
+            self._added_at.pop(key, None)
             dropped.extend(self._acks.pop(key, []))
         for key in [k for k in self._timers if not keep(k)]:
             self._timers.pop(key).cancel()
@@ -147,3 +165,11 @@ class WorkQueue(Generic[K, T]):
 
     def __len__(self) -> int:
         return len(self._dirty)
+
+    def depth(self) -> int:
+        """client-go's depth: keys waiting for a worker (a dirty key being processed waits for
+        its run to end, not in the queue)."""
+        return sum(1 for k in list(self._dirty) if k not in self._processing)
+
+    def processing_since(self) -> list[float]:
+        return list(self._running_since.values())

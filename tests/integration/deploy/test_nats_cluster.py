@@ -27,6 +27,7 @@ from raybus.bus import security
 from raybus.bus import subjects as s
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, stream_configs
+from raybus.observability.busstate import BusState
 from raybus.testing.servers import _binary, die_with_parent, free_ports
 
 pytestmark = pytest.mark.integration
@@ -146,5 +147,15 @@ async def test_streams_and_kv_on_three_servers_survive_one_loss(
         assert await once_elected("leases KV", lambda: leases.put(s.lease_key("cluster", 0), b"me")) >= 1
         record, _ = await once_elected("batches KV", lambda: ledger.get("absent"))
         assert record is None
+        # /metrics (the watcher's bus state) shows the lost server: RaybusNatsNodeLost's series
+        state = BusState(nc, timeout_s=2)
+        while True:
+            replicas = {labels[1]: v for name, labels, v in await state.read()
+                        if name == "raybus_stream_replicas" and labels[0] == s.STREAM_COMMANDS}
+            if replicas.get("offline") == 1:
+                break
+            assert time.monotonic() < deadline, f"the lost server not offline in the stream's replicas: {replicas}"
+            await asyncio.sleep(0.5)
+        assert replicas["current"] + replicas["lagging"] == 2
     finally:
         await nc.close()

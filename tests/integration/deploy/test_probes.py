@@ -46,7 +46,7 @@ def test_ready_only_once_started(tmp_path: Path) -> None:
                            stderr=subprocess.STDOUT, preexec_fn=die_with_parent())  # noqa: PLW1509
     until(lambda: kubeconfig.exists() and status(api_port, "/readyz") == 200, "the local API server")
     env = {"RAYBUS_NATS_URL": f"nats://127.0.0.1:{nats_port}", "RAYBUS_METRICS_PORT": str(metrics_port),
-           "RAYBUS_METRICS_LOCAL": "1", "RAYBUS_REPLICA_ID": "probe-0", "PATH": "/usr/bin:/bin",
+           "RAYBUS_METRICS_ADDR": "127.0.0.1", "RAYBUS_REPLICA_ID": "probe-0", "PATH": "/usr/bin:/bin",
            "RAYBUS_KUBECONFIG": str(kubeconfig)}
     log = (tmp_path / "poller.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "dashboard_poller"], env=env, stdout=log,

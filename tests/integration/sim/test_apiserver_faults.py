@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for, retry_after
 from raybus_sim.apiserver import RunningApiServer, write_kubeconfig
@@ -66,12 +68,17 @@ async def test_the_kube_client_waits_out_a_429_like_client_go(server: RunningApi
     kube = KubeClient(await new_api_client(str(write_kubeconfig(tmp_path / "kc", server.url))))
     try:
         async with httpx.AsyncClient(base_url=server.url) as http:
+            retries = {"code": "429", "verb": "GET", "host": urlsplit(server.url).netloc}
+            before = REGISTRY.get_sample_value("rest_client_request_retries_total", retries) or 0.0
             await http.post("/sim/apiserver/faults", json={"kind": "429", "seconds": 1.5, "admin": True})
             started = time.monotonic()
             page = await kube.list_page(POD, namespace="default")  # before: KubeError 429
             assert page["items"] == [] and time.monotonic() - started >= 1.0
             served = (await http.get("/sim/apiserver/faults")).json()["served"]
             assert served["429"] >= 2  # one per Retry-After second
+            # client-go's IncrementRetry: once per request sent again, with the code that made it
+            retried = (REGISTRY.get_sample_value("rest_client_request_retries_total", retries) or 0.0) - before
+            assert retried == served["429"]
 
             await http.post("/sim/apiserver/faults", json={"kind": "500", "seconds": 30, "admin": True})
             with pytest.raises(KubeError) as err:

@@ -8,6 +8,7 @@ Redis with AOF on a volume; settings named as KubeRay's chart; the services read
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -167,7 +168,7 @@ def test_settings_named_as_kuberay_reach_the_services_that_use_them(target: str)
             "service-reconciler": {"RAYBUS_REDIS_URL", *DECIDING},
             "dashboard-poller": {"RAYBUS_WATCH_NAMESPACE"}}
     common = {"RAYBUS_NATS_URL", "RAYBUS_STREAM_REPLICAS", "RAYBUS_LOG_LEVEL", "RAYBUS_METRICS_PORT",
-              "RAYBUS_REPLICA_ID", "RAYBUS_NATS_USER", "RAYBUS_NATS_PASSWORD_FILE", "RAYBUS_NATS_CA_FILE",
+              "RAYBUS_METRICS_ADDR", "POD_IP", "RAYBUS_REPLICA_ID", "RAYBUS_NATS_USER", "RAYBUS_NATS_PASSWORD_FILE", "RAYBUS_NATS_CA_FILE",
               "RAYBUS_BUS_DECLARE"}
     redis_auth = {"RAYBUS_REDIS_USER", "RAYBUS_REDIS_PASSWORD_FILE"}
     for service in ("cluster-reconciler", "job-reconciler", "service-reconciler"):
@@ -184,7 +185,7 @@ def test_settings_named_as_kuberay_reach_the_services_that_use_them(target: str)
         sources += (REPO / "shared/raybus/runtime/service.py").read_text()
         sources += (REPO / "shared/raybus/runtime/decision_settings.py").read_text()
         sources += (REPO / "shared/raybus/bus/streams.py").read_text()
-        for name in env:
+        for name in env - {"POD_IP"}:  # POD_IP: only for RAYBUS_METRICS_ADDR's $(POD_IP)
             assert name in sources or name.removeprefix("RAYBUS_") in sources, (service, name)
     assert config["data"]["kubeClient.qps"] == "100" and config["data"]["kubeClient.burst"] == "200"
 
@@ -309,3 +310,38 @@ def test_the_webhook_component_adds_kuberays_webhooks_and_nothing_else() -> None
     job = of(docs, "Job")["raybus-webhook-secrets"]["spec"]["template"]["spec"]
     assert job["serviceAccountName"] == "raybus-webhook-bootstrap"
     assert job["containers"][0]["command"][:2] == ["raybus", "webhook-secrets"]
+@pytest.mark.parametrize("target", TARGETS)
+def test_metrics_listen_on_the_pod_ip_behind_one_metrics_service_per_deployment(target: str) -> None:
+    docs = render(target)
+    services = of(docs, "Service")
+    for name, deployment in of(docs, "Deployment").items():
+        env = container(deployment)["env"]
+        names = [e["name"] for e in env]
+        pod_ip = next(e for e in env if e["name"] == "POD_IP")
+        assert pod_ip["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        addr = next(e for e in env if e["name"] == "RAYBUS_METRICS_ADDR")
+        assert addr["value"] == "$(POD_IP),127.0.0.1" and names.index("POD_IP") < names.index("RAYBUS_METRICS_ADDR")
+        svc = services[f"{name}-metrics"]
+        assert svc["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+        assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics"}]
+        assert svc["metadata"]["labels"]["app.kubernetes.io/component"] == "metrics"
+
+
+def test_the_monitoring_overlay_renders_service_monitors_rules_and_the_dashboard() -> None:
+    docs = render("overlays/monitoring")
+    monitors = of(docs, "ServiceMonitor")
+    metrics_services = {n: s for n, s in of(render("base"), "Service").items() if n.endswith("-metrics")}
+    assert len(monitors) == len(metrics_services) == 6
+    for name, monitor in monitors.items():
+        assert monitor["metadata"]["namespace"] == "raybus-system"
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["honorLabels"] is True and endpoint["port"] == "metrics"  # as KubeRay's chart
+        labels = metrics_services[f"{name}-metrics"]["metadata"]["labels"]
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    rule = of(docs, "PrometheusRule")["raybus"]
+    alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert alerts == {"RaybusReconcileErrors", "RaybusConsumerStuck", "RaybusDeadLetters",
+                      "RaybusExecutorLag", "RaybusNatsNodeLost"}
+    dashboard = of(docs, "ConfigMap")["raybus-grafana-dashboard"]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["raybus-dashboard.json"])["uid"] == "raybus"

@@ -142,14 +142,54 @@ def test_job_execution_duration_on_terminal_or_retrying_with_kuberays_retry_coun
     assert scrape(exporter)[kuberay.JOB_EXECUTION] == {(labels(
         name="j", namespace="ns", uid="uid-j", job_deployment_status="Retrying", retry_count="1"), 7.0)}
     exporter.on_change(job("j", "Running", failed=2), job("j", "Complete", failed=2))
-    assert scrape(exporter)[kuberay.JOB_EXECUTION] == {(labels(
-        name="j", namespace="ns", uid="uid-j", job_deployment_status="Complete", retry_count="2"), 7.0)}
+    # A GaugeVec keeps each label set: the Retrying series stays beside the final one.
+    assert scrape(exporter)[kuberay.JOB_EXECUTION] == {
+        (labels(name="j", namespace="ns", uid="uid-j", job_deployment_status="Retrying",
+                retry_count="1"), 7.0),
+        (labels(name="j", namespace="ns", uid="uid-j", job_deployment_status="Complete",
+                retry_count="2"), 7.0)}
     # terminal -> terminal (e.g. the TTL's later writes) is not a transition
     exporter.on_change(job("j", "Complete"), job("j", "Failed"))
     assert {dict(lbls)["job_deployment_status"]
-            for lbls, _ in scrape(exporter)[kuberay.JOB_EXECUTION]} == {"Complete"}
+            for lbls, _ in scrape(exporter)[kuberay.JOB_EXECUTION]} == {"Retrying", "Complete"}
     exporter.on_change(job("j", "Complete"), None)
     assert kuberay.JOB_EXECUTION not in scrape(exporter)
+
+
+def test_a_process_started_after_the_transition_exports_the_recorded_duration() -> None:
+    """A restart or a later replica sees the object already past its transition: the value comes
+    from the timestamps that transition's status write recorded, to the second."""
+    exporter = KubeRayExporter("RayCluster", objects=list, owns=lambda ns, n: True, clock=lambda: NOW)
+    rc = cluster("a", provisioned=True)
+    exporter.on_change(None, rc)  # no lastTransitionTime: nothing to tell the duration from
+    assert kuberay.CLUSTER_PROVISIONED not in scrape(exporter)
+    rc["status"]["conditions"][0]["lastTransitionTime"] = _iso(NOW - 30)
+    exporter.on_change(None, rc)
+    assert scrape(exporter)[kuberay.CLUSTER_PROVISIONED] == {(labels(name="a", namespace="ns", uid="uid-a"), 12.0)}
+    exporter.on_change(None, cluster("b", provisioned=False))  # not provisioned yet: nothing
+    assert len(scrape(exporter)[kuberay.CLUSTER_PROVISIONED]) == 1
+
+    jobs = KubeRayExporter("RayJob", objects=list, owns=lambda ns, n: True, clock=lambda: NOW)
+    running = job("r", "Running")
+    running["status"]["endTime"] = _iso(NOW)  # not terminal: no series, whatever endTime says
+    jobs.on_change(None, running)
+    complete, failed = job("c", "Complete", failed=1), job("f", "Failed", failed=3)
+    for j in (complete, failed):
+        j["status"]["endTime"] = _iso(NOW - 2)
+        jobs.on_change(None, j)
+    # retry_count: status.failed before the terminal write (a final failure counted itself)
+    assert scrape(jobs)[kuberay.JOB_EXECUTION] == {
+        (labels(name="c", namespace="ns", uid="uid-c", job_deployment_status="Complete", retry_count="1"), 5.0),
+        (labels(name="f", namespace="ns", uid="uid-f", job_deployment_status="Failed", retry_count="2"), 5.0)}
+
+
+def test_a_seen_transition_keeps_its_own_value_over_a_recorded_one() -> None:
+    exporter = KubeRayExporter("RayCluster", objects=list, owns=lambda ns, n: True, clock=lambda: NOW)
+    exporter.on_change(cluster("a", provisioned=False), cluster("a", provisioned=True))
+    rc = cluster("a", provisioned=True)
+    rc["status"]["conditions"][0]["lastTransitionTime"] = _iso(NOW - 30)
+    exporter.on_change(None, rc)  # e.g. the cache re-subscribed after a NATS restart
+    assert scrape(exporter)[kuberay.CLUSTER_PROVISIONED] == {(labels(name="a", namespace="ns", uid="uid-a"), 42.0)}
 
 
 def test_a_scrape_is_the_current_state() -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import io
 import json
 import logging
-import urllib.error
-import urllib.request
 
+import httpx
+import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from raybus.observability.logging import setup_logging
-from raybus.observability.metrics import RECONCILES, serve_metrics, set_ready
+from raybus.observability.metrics import DASHBOARD_COMMANDS, serve_metrics, set_ready
 from raybus.observability.tracing import extract_context, inject_headers, setup_tracing
 from raybus.testing.servers import free_port
 
@@ -39,29 +39,49 @@ def test_trace_context_round_trips_through_headers() -> None:
         assert child.get_span_context().trace_id == span.get_span_context().trace_id
 
 
-def test_metrics_endpoint_serves_counters() -> None:
+async def test_metrics_endpoint_serves_counters_on_the_configured_address_only() -> None:
+    """On the event loop, bound where configured: 127.0.0.2 is loopback too, but not asked for."""
     port = free_port()
-    serve_metrics(port)
-    RECONCILES.labels("cluster", "ok").inc()
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    assert 'raybus_reconciles_total{controller="cluster",result="ok"}' in body
+    runner = await serve_metrics(port, "127.0.0.1")
+    try:
+        DASHBOARD_COMMANDS.labels("submit", "ok").inc()
+        async with httpx.AsyncClient(timeout=5) as http:
+            body = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+            assert 'raybus_dashboard_commands_total{op="submit",state="ok"}' in body
+            with pytest.raises(httpx.ConnectError):
+                await http.get(f"http://127.0.0.2:{port}/metrics")
+    finally:
+        assert runner is not None
+        await runner.cleanup()
 
 
-def test_probes_on_the_metrics_port() -> None:
+async def test_a_taken_port_fails_with_the_line_raybus_up_retries_on() -> None:
+    port = free_port()
+    runner = await serve_metrics(port)
+    try:
+        with pytest.raises(OSError, match="Address already in use"):
+            await serve_metrics(port)
+    finally:
+        assert runner is not None
+        await runner.cleanup()
+
+
+async def test_probes_on_the_metrics_port() -> None:
     """/healthz while the process serves; /readyz only between start and stop (run_service)."""
     port = free_port()
-    serve_metrics(port)
+    runner = await serve_metrics(port)
+    assert runner is not None
+    async with httpx.AsyncClient(timeout=5) as http:
+        async def get(path: str) -> int:
+            return (await http.get(f"http://127.0.0.1:{port}{path}")).status_code
 
-    def get(path: str) -> int:
         try:
-            return int(urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5).status)
-        except urllib.error.HTTPError as err:
-            return err.code
-
-    set_ready(False)
-    assert (get("/healthz"), get("/readyz")) == (200, 503)
-    set_ready(True)
-    assert (get("/healthz"), get("/readyz")) == (200, 200)
-    assert get("/metrics") == 200
-    set_ready(False)
-    assert get("/readyz") == 503
+            set_ready(False)
+            assert (await get("/healthz"), await get("/readyz")) == (200, 503)
+            set_ready(True)
+            assert (await get("/healthz"), await get("/readyz")) == (200, 200)
+            assert await get("/metrics") == 200
+            set_ready(False)
+            assert await get("/readyz") == 503
+        finally:
+            await runner.cleanup()
