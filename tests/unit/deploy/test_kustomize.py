@@ -281,3 +281,28 @@ def test_no_plaintext_hop_and_no_open_monitoring(target: str) -> None:
         assert ("RAYBUS_REDIS_URL" in env) == ("RAYBUS_REDIS_USER" in env) == name.endswith("reconciler")
         if "RAYBUS_REDIS_URL" in env:
             assert env["RAYBUS_REDIS_CA_FILE"] == "/etc/raybus/bus/ca.pem"
+
+
+def test_the_namespaced_overlay_grants_the_base_rules_in_its_watched_namespaces_only() -> None:
+    """KubeRay's singleNamespaceInstall: no ClusterRole or ClusterRoleBinding; in each namespace of
+    watchNamespace a Role with exactly the rules of the base's ClusterRole of the same name, bound
+    to raybus-system's ServiceAccount; everything else as the base renders it."""
+    docs, base = render("overlays/namespaced"), render("base")
+    assert not of(docs, "ClusterRole") and not of(docs, "ClusterRoleBinding")
+    config = next(c for n, c in of(docs, "ConfigMap").items() if n.startswith("raybus-config"))
+    watched = config["data"]["watchNamespace"].split(",")
+    cluster_roles = of(base, "ClusterRole")
+    for ns in watched:
+        roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == ns}
+        bindings = {d["metadata"]["name"]: d for d in docs
+                    if d["kind"] == "RoleBinding" and d["metadata"]["namespace"] == ns}
+        assert set(roles) == set(bindings) == set(cluster_roles)
+        for name, role in roles.items():
+            assert role["rules"] == cluster_roles[name]["rules"], name
+            assert bindings[name]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+            assert bindings[name]["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "raybus-system"}]
+    namespaced = {d["metadata"]["namespace"] for d in docs if d["kind"] in ("Role", "RoleBinding")}
+    assert namespaced == {*watched, "raybus-system"}  # and the bus bootstrap's own Role
+    strip = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap"}
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] not in strip) == \
+        sorted((d["kind"], d["metadata"]["name"]) for d in base if d["kind"] not in strip)
