@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,17 @@ RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
 Doc = dict[str, Any]
 
 
-def render(target: str) -> list[Doc]:
+@cache
+def _rendered(target: str) -> str:
     kubectl = shutil.which("kubectl")
     assert kubectl, "kubectl is needed on PATH (kubectl kustomize renders deploy/kustomize)"
-    out = subprocess.run([kubectl, "kustomize", str(KUSTOMIZE / target)], check=True,
-                         capture_output=True, text=True, timeout=60).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return subprocess.run([kubectl, "kustomize", str(KUSTOMIZE / target)], check=True,
+                          capture_output=True, text=True, timeout=60).stdout
+
+
+def render(target: str) -> list[Doc]:
+    """The target's documents, as `kubectl kustomize` renders them (a fresh copy per call)."""
+    return [d for d in yaml.safe_load_all(_rendered(target)) if d]
 
 
 @dataclass
