@@ -5,6 +5,7 @@ its service does (the insider's attacks on a whole stack: test_insider.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -183,3 +184,29 @@ async def test_the_watchers_bus_state_reads_consumers_and_touches_none(as_role: 
     assert await watcher.denied(f"$JS.API.CONSUMER.MSG.NEXT.{s.STREAM_COMMANDS}")
     info = await admin.nc.jetstream().consumer_info(s.STREAM_COMMANDS, "command-executor")
     assert (info.num_pending, info.num_ack_pending) == (pending[0], 0)  # nothing was taken
+async def test_the_server_configs_hold_no_password(bus: NatsServer, redis_server: RedisServer,
+                                                   secrets: Path) -> None:
+    """Who reads nats-auth.conf or redis-users.acl (a server's mount, a backup) learns no password:
+    NATS holds bcrypt hashes and Redis SHA-256 ones, and both servers still let each role in with its
+    password, and no one in with a hash."""
+    configs = (secrets / "nats-auth.conf").read_text() + (secrets / "redis-users.acl").read_text()
+    passwords = {p.name: p.read_text().strip() for p in (secrets / "users").iterdir()}
+    assert len(passwords) >= 10
+    for name, password in passwords.items():
+        assert password not in configs, name
+    hashed = {u.split()[1]: u.split()[3] for u in (secrets / "redis-users.acl").read_text().splitlines()
+              if u.startswith("user ") and " on #" in u}
+    for role in security.REDIS_KEYS:
+        client = aioredis.Redis(port=redis_server.port, username=role, password=passwords[f"redis-{role}"])
+        assert await client.ping()
+        await client.aclose()
+        with pytest.raises(AuthenticationError):
+            await aioredis.Redis(port=redis_server.port, username=role, password=hashed[role][1:]).ping()
+    nc = await nats.connect(**bus.options(Role.WATCHER.value), allow_reconnect=False)
+    await nc.close()
+    nats_hash = next(u["password"] for u in json.loads(
+        (secrets / "nats-auth.conf").read_text().split("authorization: ", 1)[1])["users"] if u["user"] == "watcher")
+    assert nats_hash.startswith("$2a$")
+    with pytest.raises((NatsError, OSError, asyncio.TimeoutError)):
+        await nats.connect(**{**bus.options(Role.WATCHER.value), "password": nats_hash},
+                           allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3)

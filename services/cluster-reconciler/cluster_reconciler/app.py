@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cluster_reconciler.answered import AnsweredSecrets
 from raybus.adapters.redis_state import EXPECTATIONS
 from raybus.api.raycluster import RayCluster
 from raybus.bus import subjects as s
@@ -44,7 +45,7 @@ from raybus.runtime.service import CommonSettings
 
 log = logging.getLogger(__name__)
 KINDS = [s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.SERVICE, s.Kind.INGRESS, s.Kind.SERVICEACCOUNT,
-         s.Kind.ROLE, s.Kind.ROLEBINDING, s.Kind.SECRET, s.Kind.JOB, s.Kind.NETWORKPOLICY,
+         s.Kind.ROLE, s.Kind.ROLEBINDING, s.Kind.JOB, s.Kind.NETWORKPOLICY,
          s.Kind.PODGROUP]
 
 
@@ -56,6 +57,7 @@ class ClusterReconciler:
         self._memo: dict[ObjectKey, tuple[int, str, ScaleExpectations]] = {}
         self._parsed: dict[ObjectKey, tuple[dict[str, Any], RayCluster]] = {}
         self._epoch: Callable[[ObjectKey], int] = lambda key: -1  # bound by the app
+        self._secrets = AnsweredSecrets()  # nothing watches Secrets: their creates' answers
         ctx.outcomes.hooks.append(self._settle)
 
     def _settle(self, outcome: Outcome) -> None:
@@ -66,6 +68,7 @@ class ClusterReconciler:
         for r in real_failures(outcome.results):
             if r.op == "create" and r.target:  # e.g. a PodGroup whose CRD is missing: retry it
                 self._inflight.create_failed(outcome.key, r.target, batch_id=outcome.reconcile_id)
+        self._secrets.record(outcome)
 
     def bind(self, look_again: Any, epoch: Callable[[ObjectKey], int],
              retry: Callable[[ObjectKey], None] | None = None,
@@ -128,6 +131,7 @@ class ClusterReconciler:
             self._parsed.pop(key, None)
             self._ctx.outcomes.forget(key)
             self._inflight.forget(key)
+            self._secrets.forget(key)
             return Result()
         parsed = self._parsed.get(key)
         if parsed is not None and parsed[0] is raw:
@@ -155,9 +159,9 @@ class ClusterReconciler:
             service_accounts=self._owned(s.Kind.SERVICEACCOUNT, key),
             roles=self._owned(s.Kind.ROLE, key),
             role_bindings=self._owned(s.Kind.ROLEBINDING, key),
-            # The auth Secret (no values: the watcher strips them), the Redis cleanup Job,
+            # The auth Secret as its create was answered (no watch), the Redis cleanup Job,
             # NetworkPolicies and the batch scheduler's PodGroup.
-            secrets=self._owned(s.Kind.SECRET, key),
+            secrets=self._secrets.secrets(key, cluster.metadata.uid or ""),
             jobs=self._owned(s.Kind.JOB, key),
             network_policies=self._owned(s.Kind.NETWORKPOLICY, key),
             pod_groups=self._owned(s.Kind.PODGROUP, key),

@@ -18,7 +18,7 @@ def main() -> None:
     # Executor admission: how long a batch whose Ray object the watch has not seen is retried.
     parser.add_argument("--admission-wait-s", type=float, default=float(env("RAYBUS_ADMISSION_WAIT_S", "30")))
     parser.add_argument("--watch-namespace", default=env("RAYBUS_WATCH_NAMESPACE") or None,
-                        help="KubeRay's watchNamespace: the one namespace whose objects are admitted")
+                        help="KubeRay's watchNamespace, comma-separated: the namespaces whose objects are admitted")
     add_decision_flags(parser)
     args = parser.parse_args()
     common = common_settings(SERVICE, args)

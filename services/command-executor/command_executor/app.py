@@ -83,7 +83,7 @@ class ExecutorSettings(CommonSettings):
     # What admission rebuilds created objects with: the reconcilers' operator settings, loaded the
     # same way (runtime/decision_settings.py).
     decision: DecisionSettings = DecisionSettings()
-    watch_namespace: str | None = None  # KubeRay's watchNamespace: the informers' scope
+    watch_namespace: str | None = None  # KubeRay's watchNamespace (comma-separated): the informers' scope
 
 
 class CommandExecutorService:

@@ -110,11 +110,22 @@ class DashboardPollerService:
                                       lease_s=self.settings.ack_wait_s, admission=self.admission)
         if self.settings.ray_events_key:
             self.ray_events = RayEventsReceiver(self.view, key=self.settings.ray_events_key,
-                                                active=lambda: self.active)
+                                                active=lambda: self.active, live_uid=self._live_uid)
             await self.ray_events.start(self.settings.ray_events_host, self.settings.ray_events_port)
         self.lease = LeaderLease(kv, replica_id=self.settings.replica_id, ttl_s=self.settings.lease_ttl_s)
         await self._lease_round()
         self._lease_task = asyncio.create_task(self._lease_loop())
+
+    def _live_uid(self, namespace: str, name: str) -> str | None:
+        """The RayCluster's uid a head's events token is checked against: the API server's, as the
+        poller's own informers hold it (the bus's copy only where admission is off, in tests)."""
+        if self.admission is not None:
+            live = self.admission.view.get("RayCluster", namespace, name)
+        else:
+            assert self.clusters is not None
+            live = self.clusters.get(s.Kind.RAYCLUSTER, namespace, name)
+        uid = ((live or {}).get("metadata") or {}).get("uid")
+        return str(uid) if uid else None
 
     async def _lease_loop(self) -> None:
         while True:

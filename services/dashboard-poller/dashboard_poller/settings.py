@@ -51,7 +51,7 @@ class PollerSettings(CommonSettings):
     # RayService's decision could have produced it; how long one whose owner the poller's
     # informers have not seen yet is retried before it is refused.
     admission_wait_s: float = 30.0
-    watch_namespace: str = ""  # RAYBUS_WATCH_NAMESPACE, KubeRay's watchNamespace: the informers' scope
+    watch_namespace: str = ""  # RAYBUS_WATCH_NAMESPACE, KubeRay's watchNamespace (comma-separated): the informers' scope
     # Off only for tests of the command mechanics against bare simulated heads, which have no
     # API server; admission has its own tests. Not a flag: never off in a deployment.
     admission: bool = True

@@ -15,7 +15,7 @@ def main() -> None:
                         help="periodic relist interval (seconds)")
     parser.add_argument("--watch-timeout-s", type=int, default=int(env("RAYBUS_WATCH_TIMEOUT_S", "300")))
     parser.add_argument("--namespace", default=env("RAYBUS_WATCH_NAMESPACE") or None,
-                        help="watch one namespace (KubeRay's --watch-namespace); default all")
+                        help="namespaces to watch, comma-separated (KubeRay's --watch-namespace); default all")
     parser.add_argument("--kube-api-qps", type=float, default=float(env("RAYBUS_KUBE_API_QPS", "100")))
     parser.add_argument("--kube-api-burst", type=int, default=int(env("RAYBUS_KUBE_API_BURST", "200")))
     parser.add_argument("--batch-scheduler", default=env("RAYBUS_BATCH_SCHEDULER", ""),

@@ -24,7 +24,7 @@ from nats.aio.client import Client as NATS
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from raybus.adapters.informer import PUBLISH_WINDOW, Informer, Reconnect
+from raybus.adapters.informer import PUBLISH_WINDOW, Informer, Reconnect, watch_namespaces
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
 from raybus.bus import subjects as s
 from raybus.bus.connect import connect_nats
@@ -65,7 +65,7 @@ class WatcherSettings(CommonSettings):
     service: str = SERVICE
     resync_s: float = 600.0  # periodic relist: the safety net for anything a watch missed
     watch_timeout_s: int = 300  # client-go's minWatchTimeout
-    namespace: str | None = None  # KubeRay's --watch-namespace (None: all)
+    namespace: str | None = None  # KubeRay's --watch-namespace: comma-separated (None or "": all)
     kube_qps: float = 100.0
     kube_burst: int = 200
     batch_scheduler: str = ""  # the operator's --batch-scheduler: which PodGroups to watch
@@ -130,7 +130,7 @@ class Watcher:
         available = await served(self._kube, optional)
         for spec in self._specs:
             if not spec.optional or available[spec]:
-                self.informers.append(self._informer(spec))
+                self.informers += self._informers(spec)
             else:
                 log.info("optional kind not served by the API server; watched once discovery shows it",
                          extra={"kind": spec.kind.value, "api_version": spec.api_version})
@@ -143,12 +143,15 @@ class Watcher:
         if optional:
             self._discovery = asyncio.create_task(self._watch_discovery(optional))
 
-    def _informer(self, spec: WatchSpec) -> Informer:
+    def _informers(self, spec: WatchSpec) -> list[Informer]:
+        """One per watched namespace (a namespaced install's Roles allow nothing wider), sharing
+        the kind's known objects."""
         assert self._kube is not None
-        return Informer(self._kube, spec, sink=self._sink_for(spec), known=self._known[spec.kind],
-                        transform=sanitize, namespace=self.settings.namespace,
-                        resync_s=self.settings.resync_s, watch_timeout_s=self.settings.watch_timeout_s,
-                        reconnect=self._reconnect, window=self.settings.publish_window)
+        return [Informer(self._kube, spec, sink=self._sink_for(spec), known=self._known[spec.kind],
+                         transform=sanitize, namespace=ns,
+                         resync_s=self.settings.resync_s, watch_timeout_s=self.settings.watch_timeout_s,
+                         reconnect=self._reconnect, window=self.settings.publish_window)
+                for ns in watch_namespaces(self.settings.namespace)]
 
     async def _watch_discovery(self, optional: list[WatchSpec]) -> None:
         """Start an optional kind's informer when discovery shows it, stop it when it goes."""
@@ -161,19 +164,21 @@ class Watcher:
                 log.exception("discovery failed")
                 continue
             for spec, now in available.items():
-                index = next((i for i, inf in enumerate(self.informers) if inf.spec == spec), None)
-                if now and index is None:
+                watching = any(inf.spec == spec for inf in self.informers)
+                if now and not watching:
                     log.info("optional kind now served, watching it",
                              extra={"kind": spec.kind.value, "api_version": spec.api_version})
-                    inf = self._informer(spec)
-                    self.informers.append(inf)
-                    self._tasks.append(asyncio.create_task(self._run(inf, after=None)))
-                elif now is False and index is not None:
+                    for inf in self._informers(spec):
+                        self.informers.append(inf)
+                        self._tasks.append(asyncio.create_task(self._run(inf, after=None)))
+                elif now is False and watching:
                     log.info("optional kind no longer served, stopped watching it",
                              extra={"kind": spec.kind.value, "api_version": spec.api_version})
-                    inf = self.informers.pop(index)
-                    await cancel_and_wait([self._tasks.pop(index)])
-                    await inf.retract_all()
+                    while (index := next((i for i, inf in enumerate(self.informers) if inf.spec == spec),
+                                         None)) is not None:
+                        inf = self.informers.pop(index)
+                        await cancel_and_wait([self._tasks.pop(index)])
+                        await inf.retract_all()
 
     async def _run(self, inf: Informer, *, after: Informer | None) -> None:
         # Initial lists in WATCHES order (Services before EndpointSlices) like WaitForCacheSync,
@@ -224,7 +229,7 @@ class Watcher:
             # Scoped to --namespace: another watcher may own the other namespaces' objects, which
             # this one's lists would otherwise report as vanished.
             out[kind] = {(str(meta(o).get("namespace") or ""), str(meta(o).get("name") or "")): o
-                         for o in cache.objects(kind, self.settings.namespace)}
+                         for ns in watch_namespaces(self.settings.namespace) for o in cache.objects(kind, ns)}
         log.info("loaded last published state", extra={"objects": sum(map(len, out.values()))})
         return out
 

@@ -72,8 +72,6 @@ WATCHES: tuple[WatchSpec, ...] = (
     # once discovery serves them (watcher.optional).
     WatchSpec(s.Kind.GATEWAY, "gateway.networking.k8s.io/v1", "Gateway", owned_only=True, optional=True),
     WatchSpec(s.Kind.HTTPROUTE, "gateway.networking.k8s.io/v1", "HTTPRoute", owned_only=True, optional=True),
-    # The RayCluster's auth token Secret (labelled ray.io/cluster): sanitize() strips every value.
-    WatchSpec(s.Kind.SECRET, "v1", "Secret", label_selector=CLUSTER_LABEL, owned_only=True),
     WatchSpec(s.Kind.NETWORKPOLICY, "networking.k8s.io/v1", "NetworkPolicy", owned_only=True),
 )
 

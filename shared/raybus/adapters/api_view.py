@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from raybus.adapters.informer import Informer, Reconnect
+from raybus.adapters.informer import Informer, Reconnect, watch_namespaces
 from raybus.adapters.kube import KubeClient
 
 Json = dict[str, Any]
@@ -42,22 +42,28 @@ def _slim(obj: Json) -> Json:
 
 
 class ApiView:
-    """get(kind, namespace, name) and gone(uid) over one informer per watched kind."""
+    """get(kind, namespace, name) and gone(uid) over one informer per watched kind and namespace
+    (`namespace`: KubeRay's --watch-namespace, comma-separated; None or "" for all)."""
 
     def __init__(self, kube: KubeClient, watched: Iterable[Watched], *, namespace: str | None = None,
                  resync_s: float = 600.0) -> None:
         self._gone: OrderedDict[str, None] = OrderedDict()
         reconnect = Reconnect()
-        self.informers = {w.k8s_kind: Informer(kube, w, sink=self._sink, namespace=namespace, resync_s=resync_s,
-                                               reconnect=reconnect, transform=_slim, inline=True)
-                          for w in watched}
+        self.namespaces = watch_namespaces(namespace)
+        self.known: dict[str, dict[tuple[str, str], Json]] = {}
+        self.informers: list[Informer] = []
+        for w in watched:
+            known = self.known.setdefault(w.k8s_kind, {})  # one per kind, whatever the namespaces
+            self.informers += [Informer(kube, w, sink=self._sink, known=known, namespace=ns, resync_s=resync_s,
+                                        reconnect=reconnect, transform=_slim, inline=True)
+                               for ns in self.namespaces]
         self.tasks: list[asyncio.Task[None]] = []
 
     async def start(self, timeout_s: float = 120.0) -> None:
         """Returns once every informer has listed: nothing is judged on a partial view."""
-        self.tasks = [asyncio.create_task(inf.run()) for inf in self.informers.values()]
+        self.tasks = [asyncio.create_task(inf.run()) for inf in self.informers]
         async with asyncio.timeout(timeout_s):
-            await asyncio.gather(*(inf.synced.wait() for inf in self.informers.values()))
+            await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -74,8 +80,8 @@ class ApiView:
         return True
 
     def get(self, kind: str, namespace: str, name: str) -> Json | None:
-        informer = self.informers.get(kind)
-        return informer.known.get((namespace, name)) if informer is not None else None
+        known = self.known.get(kind)
+        return known.get((namespace, name)) if known is not None else None
 
     def gone(self, uid: str) -> bool:
         return uid in self._gone

@@ -74,6 +74,14 @@ def meta(obj: Mapping[str, Any]) -> Json:
     return m if isinstance(m, dict) else {}
 
 
+def watch_namespaces(value: str | None) -> tuple[str | None, ...]:
+    """KubeRay's --watch-namespace: namespaces separated by commas, "" for all. One informer lists
+    and watches each (as controller-runtime's multi-namespace cache), so RBAC may be a Role in
+    each; (None,) is one informer over every namespace."""
+    names = tuple(dict.fromkeys(n.strip() for n in (value or "").split(",") if n.strip()))
+    return names or (None,)
+
+
 def diff_relist(known: Mapping[tuple[str, str], Json],
                 items: list[Json]) -> list[tuple[str, Json]]:
     """What a relist reveals, like client-go's DeltaFIFO.Replace: objects that vanished between
@@ -166,7 +174,7 @@ class Informer:
         finally:
             self.attempted.set()
         self._reconnect.reached()
-        changes = diff_relist(self.known, items)
+        changes = diff_relist(self._mine(), items)
         log.info("relisted", extra={"kind": self.spec.name, "why": why, "items": len(items),
                                     "candidates": len(changes), "resource_version": rv})
         # A relist holds distinct objects only, so they may be published concurrently (in chunks,
@@ -178,11 +186,18 @@ class Informer:
         self._next_resync = time.monotonic() + self._resync_s
         self.synced.set()
 
+    def _mine(self) -> Mapping[Key, Json]:
+        """The known objects this informer lists: `known` may be shared by the informers of one
+        kind over several namespaces, and a relist of one says nothing about the others'."""
+        if self._ns is None:
+            return self.known
+        return {k: v for k, v in self.known.items() if k[0] == self._ns}
+
     async def retract_all(self) -> None:
         """The kind is no longer served (its CRD went, and every object with it): publish DELETED
         for everything published, as a relist that found nothing would."""
         await self.drain()
-        for etype, obj in diff_relist(self.known, []):
+        for etype, obj in diff_relist(self._mine(), []):
             await self._apply(etype, obj)
 
     async def _apply(self, etype: str, obj: Json) -> None:

@@ -35,7 +35,6 @@ class Kind(StrEnum):
     SERVICEACCOUNT = "serviceaccount"
     ROLE = "role"
     ROLEBINDING = "rolebinding"
-    SECRET = "secret"  # owned Secrets, values stripped by the watcher (the RayCluster's auth token)
     NETWORKPOLICY = "networkpolicy"
     PODGROUP = "podgroup"  # the --batch-scheduler's gang PodGroup (volcano or scheduler-plugins)
     # gateway.networking.k8s.io/v1: the RayService's incremental upgrade (owned objects only).

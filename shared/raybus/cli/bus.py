@@ -2,7 +2,8 @@
 Kubernetes install (the local stack does both itself).
 
 - `bus-secrets --out DIR [--host H ...]`: TLS material, one password per role, the NATS server's
-  `tls`/`authorization` config and the Redis ACL file (bus/security.py). Existing files are kept.
+  `tls`/`authorization` and route `tls` configs and the Redis ACL file, with password hashes only
+  (bus/security.py). Existing files are kept.
 - `bus-init`: as `bus-admin`, declare every stream and KV bucket; services on a secured bus only
   wait for them (they may not create or change a stream).
 """
@@ -47,6 +48,7 @@ def run_secrets(args: argparse.Namespace) -> int:
                             shared_read=args.shared_read)
     if args.cert_dir:
         (out / "nats-auth.conf").write_text(security.nats_auth_config(out, cert_dir=args.cert_dir))
+        (out / "nats-routes.conf").write_text(security.nats_routes_config(out, cert_dir=args.cert_dir))
     print(f"bus secrets in {out} (passwords are never printed)")
     if args.k8s_secret:
         import asyncio
@@ -59,8 +61,8 @@ def secret_data(out: Path) -> dict[str, str]:
     """The Secret's keys: flat names, so each Pod mounts only the items it needs (its own password)."""
     import base64
 
-    files = {name: out / name for name in ("ca.pem", "server.pem", "server-key.pem",
-                                           "nats-auth.conf", "redis-users.acl")}
+    files = {name: out / name for name in ("ca.pem", "server.pem", "server-key.pem", "redis.pem", "redis-key.pem",
+                                           "nats-auth.conf", "nats-routes.conf", "redis-users.acl")}
     for user in sorted((out / "users").iterdir()):
         key = user.name if user.name.startswith("redis-") else f"nats-{user.name}"
         files[key] = user

@@ -18,6 +18,13 @@ supervisor actor (`_ray_internal_job_actor_<submission id>`, Ray's job_superviso
 terminal status and then calls `exit_actor()`, so its ACTOR_LIFECYCLE_EVENT DEAD (whose
 `deathCause.actorDiedErrorContext.name` carries the actor's name) means the status is readable:
 that is the signal used, for every entrypoint and for stopped jobs too.
+
+What a token holder can do: the token sits in the head Pod's env, so anyone who can read that Pod
+spec may post as that cluster. The receiver bounds what that costs (a body limit checked before the
+body is read, a per-cluster rate, a cap on what it remembers per cluster) and the token is bound to
+the RayCluster's uid, so it dies with that incarnation (a RayCluster re-created under the same name
+gets a new one). The head's aggregator is told to send at most `SEND_BATCH_SIZE` events a POST, so
+its batches stay well under the body limit (an actor lifecycle event of Ray 2.60 is 1-2 KB).
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ EXPORT_ADDR_ENV = "RAY_DASHBOARD_AGGREGATOR_AGENT_EVENTS_EXPORT_ADDR"
 EXPOSABLE_TYPES_ENV = "RAY_DASHBOARD_AGGREGATOR_AGENT_EXPOSABLE_EVENT_TYPES"
 ENABLE_ENV = "RAY_enable_ray_event"
 REPORT_INTERVAL_ENV = "RAY_ray_events_report_interval_ms"
+SEND_BATCH_SIZE_ENV = "RAY_DASHBOARD_AGGREGATOR_AGENT_MAX_EVENT_SEND_BATCH_SIZE"  # Ray's default 1000
+SEND_BATCH_SIZE = 50
+MAX_BODY_BYTES = 1024 * 1024  # the receiver's limit (413 beyond), 50 events of 20 KB
 # Only actor lifecycle events: the one type the signal needs (Ray's default list also exposes
 # task, node and worker events, far more traffic for nothing raybus reads).
 EXPOSABLE_TYPES = "ACTOR_LIFECYCLE_EVENT"
@@ -58,30 +68,34 @@ class ExportSettings(BaseModel):
         return bool(self.url and self.key)
 
 
-def cluster_token(key: str, namespace: str, cluster: str) -> str:
-    """The per-cluster secret: HMAC-SHA256(key, "<namespace>/<cluster>"). A head knows only its own
-    token, so it cannot report jobs under another cluster's path; the poller recomputes it, so no
-    token is stored anywhere."""
-    return hmac.new(key.encode(), f"{namespace}/{cluster}".encode(), hashlib.sha256).hexdigest()[:40]
+def cluster_token(key: str, namespace: str, cluster: str, uid: str) -> str:
+    """The per-cluster secret: HMAC-SHA256(key, "<namespace>/<cluster>/<uid>"). A head knows only its
+    own token, so it cannot report jobs under another cluster's path, nor under a later RayCluster
+    of the same name; the poller recomputes it from the live RayCluster's uid, so no token is
+    stored anywhere. The builder and the executor's admission both have the live object's uid."""
+    return hmac.new(key.encode(), f"{namespace}/{cluster}/{uid}".encode(), hashlib.sha256).hexdigest()[:40]
 
 
-def token_ok(key: str, namespace: str, cluster: str, token: str) -> bool:
-    return bool(key) and hmac.compare_digest(cluster_token(key, namespace, cluster), token)
+def token_ok(key: str, namespace: str, cluster: str, uid: str | None, token: str) -> bool:
+    """`uid`: the live RayCluster's (None: no such cluster, nothing is accepted)."""
+    return bool(key) and bool(uid) and hmac.compare_digest(cluster_token(key, namespace, cluster, uid or ""), token)
 
 
 def export_path(namespace: str, cluster: str, token: str) -> str:
     return f"{PATH_PREFIX}/{namespace}/{cluster}/{token}"
 
 
-def export_env(settings: ExportSettings, *, namespace: str, cluster: str) -> list[dict[str, str]]:
-    """The env a head's Ray container needs to push its events to the poller ([] when off)."""
-    if not settings.enabled:
+def export_env(settings: ExportSettings, *, namespace: str, cluster: str, uid: str) -> list[dict[str, str]]:
+    """The env a head's Ray container needs to push its events to the poller ([] when off, or for
+    a RayCluster without a uid: no token could be checked for it)."""
+    if not settings.enabled or not uid:
         return []
     url = settings.url.rstrip("/") + export_path(namespace, cluster,
-                                                 cluster_token(settings.key, namespace, cluster))
+                                                 cluster_token(settings.key, namespace, cluster, uid))
     return [{"name": ENABLE_ENV, "value": "true"},
             {"name": REPORT_INTERVAL_ENV, "value": str(settings.report_interval_ms)},
             {"name": EXPOSABLE_TYPES_ENV, "value": EXPOSABLE_TYPES},
+            {"name": SEND_BATCH_SIZE_ENV, "value": str(SEND_BATCH_SIZE)},
             {"name": EXPORT_ADDR_ENV, "value": url}]
 
 

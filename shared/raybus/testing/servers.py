@@ -239,12 +239,13 @@ class NatsCluster:
 
 
 def start_nats_cluster(home: Path | None = None, n: int = 3, secrets: Path | None = None) -> NatsCluster:
-    """`n` clustered servers, data in <home>/nats-<i>; `secrets` as for `start_nats` (the route
-    port stays plain and loopback-only, as the install keeps routes inside the pod network)."""
+    """`n` clustered servers, data in <home>/nats-<i>; `secrets` as for `start_nats`, and then the
+    routes are mutual TLS with the install's CA too (bus/security.py nats_routes_config)."""
     root = (home or Path(tempfile.mkdtemp(prefix="raybus-natsc-"))).resolve()
     ports = free_ports(3 * n)
     clients, routes, monitors = ports[:n], ports[n:2 * n], ports[2 * n:]
     auth = (secrets.resolve() / "nats-auth.conf").read_text() if secrets is not None else ""
+    route_tls = (secrets.resolve() / "nats-routes.conf").read_text() if secrets is not None else ""
     nodes = []
     for i in range(n):
         data = root / f"nats-{i}"
@@ -254,7 +255,7 @@ def start_nats_cluster(home: Path | None = None, n: int = 3, secrets: Path | Non
         conf.write_text(
             f'server_name: "nats-{i}"\nlisten: "127.0.0.1:{clients[i]}"\nhttp: "127.0.0.1:{monitors[i]}"\n'
             f'jetstream {{ store_dir: "{data}" }}\n'
-            f'cluster {{ name: "raybus", listen: "127.0.0.1:{routes[i]}", routes: [{route_list}] }}\n'
+            f'cluster {{ name: "raybus", listen: "127.0.0.1:{routes[i]}", routes: [{route_list}]\n{route_tls}}}\n'
             + auth)
         conf.chmod(0o600)
         nodes.append(NatsServer(argv=[_binary("nats-server"), "-c", str(conf)], port=clients[i],

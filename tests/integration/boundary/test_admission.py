@@ -172,7 +172,8 @@ async def test_a_batch_waits_for_the_informer_and_a_deleted_incarnation_is_refus
                                                       replica_id="x0", nak_delay_s=0.2, admission_wait_s=60.0))
     await service.start()
     assert service.admission is not None
-    clusters = service.admission.view.informers["RayCluster"]
+    clusters = service.admission.view.informers[0]  # WATCHED order: RayCluster first, one namespace (all)
+    assert clusters.spec.k8s_kind == "RayCluster"
     # Hold the RayCluster informer back (as a slow watch would) while rc is created.
     paused = service.admission.view.tasks[0]  # WATCHED order: RayCluster first
     await cancel_and_wait([paused])

@@ -22,10 +22,11 @@ from raybus.bus.envelopes import (
     DashboardCommandMessage,
     DashboardObservation,
     DashboardResultMessage,
+    ObjectEvent,
     ObjectKey,
     Trigger,
 )
-from raybus.bus.publish import DashboardInterestPublisher, publish_dashboard_command
+from raybus.bus.publish import DashboardInterestPublisher, publish_dashboard_command, publish_object
 from raybus.decisions.dashboard_contract import DashboardCommand, DashboardInterest
 from tests.integration.dashboard.conftest import Sim
 
@@ -173,3 +174,14 @@ async def last_dashboard_seq(nc: NATS) -> int:
 async def requests(sim: Sim, cluster: str = CLUSTER) -> dict[str, int]:
     data: dict[str, int] = (await sim.control("GET", f"/{NS}/{cluster}/requests")).json()
     return data
+
+
+async def publish_cluster(nc: NATS, name: str, uid: str, namespace: str = NS) -> None:
+    """A RayCluster on the bus as the watcher publishes it: where the poller's admission is off,
+    its receiver checks a head's events token against this copy's uid."""
+    obj = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+           "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "1"},
+           "status": {"conditions": [{"type": "HeadPodReady", "status": "True"}]}}  # the head is polled
+    await publish_object(nc.jetstream(), ObjectEvent(key=ObjectKey(namespace=namespace, name=name),
+                                                     kind=s.Kind.RAYCLUSTER.value, uid=uid, type="ADDED",
+                                                     resource_version="1", object=obj))

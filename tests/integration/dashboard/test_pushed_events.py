@@ -18,6 +18,7 @@ from tests.integration.dashboard.poller_kit import (
     NS,
     ObservationTap,
     Reconciler,
+    publish_cluster,
     start_poller,
     until,
 )
@@ -32,6 +33,9 @@ async def test_a_pushed_job_end_is_read_at_once_and_a_foreign_token_is_refused(
         sim.registry.head_up(NS, name)
         settings = sim.registry.cluster(NS, name).settings
         settings.job_running_s, settings.log_tail_close_lag_s, settings.events_push_lag_s = 1.5, 3.0, 0.3
+    uids = {CLUSTER: "uid-rc", "other": "uid-other"}
+    for name, uid in uids.items():
+        await publish_cluster(nc, name, uid)
     poller = await start_poller(nats_server.url, sim, slow_interval_s=60.0, fresh_window_s=0.2,
                                 ray_events_key=KEY, ray_events_host="127.0.0.1", ray_events_port=0)
     try:
@@ -39,10 +43,10 @@ async def test_a_pushed_job_end_is_read_at_once_and_a_foreign_token_is_refused(
         assert receiver is not None and receiver.port
         base = f"http://127.0.0.1:{receiver.port}"
         sim.registry.cluster(NS, CLUSTER).events_export_addr = base + export_path(
-            NS, CLUSTER, cluster_token(KEY, NS, CLUSTER))
+            NS, CLUSTER, cluster_token(KEY, NS, CLUSTER, uids[CLUSTER]))
         # "other" reports under its own name but with rc's token: refused, nothing read.
         sim.registry.cluster(NS, "other").events_export_addr = base + export_path(
-            NS, "other", cluster_token(KEY, NS, CLUSTER))
+            NS, "other", cluster_token(KEY, NS, CLUSTER, uids[CLUSTER]))
         for name in (CLUSTER, "other"):
             await sim.client(name).submit_job(JobSubmitRequest(entrypoint="python job.py", submission_id="j1"))
         owner, other = Reconciler(nc), Reconciler(nc, owner="rj2")

@@ -23,7 +23,7 @@ import yaml
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]
 KUSTOMIZE = REPO / "deploy" / "kustomize"
-TARGETS = ["base", "overlays/dev", "overlays/ha", "overlays/webhook"]
+TARGETS = ["base", "overlays/dev", "overlays/ha", "overlays/webhook", "overlays/namespaced"]
 DRY_RUN = "serverside-applied (server dry run)"
 
 
@@ -45,6 +45,9 @@ def create_namespaces(control_plane: Any, docs: list[dict[str, Any]]) -> None:
     """For real, as the first thing `kubectl apply -k` does; idempotent."""
     namespaces = [d for d in docs if d["kind"] == "Namespace"]
     assert namespaces, "the install creates its namespace"
+    # A namespaced install's watched namespaces are the user's (they exist before the install).
+    namespaces += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+                   for ns in sorted({d["metadata"].get("namespace") for d in docs} - {None, "raybus-system"})]
     # Client-side apply: it records the last-applied annotation that a later client-side apply
     # wants (without it, kubectl warns); a server-side apply takes over such an object silently.
     done = kubectl(control_plane, "apply", "-f", "-", stdin=yaml.safe_dump_all(namespaces))
@@ -67,7 +70,8 @@ def test_every_object_passes_a_dry_run_on_the_real_server(control_plane: Any, ta
     lines = result.stdout.splitlines()
     assert len(lines) == len(docs) and all(line.endswith(DRY_RUN) for line in lines), result.stdout
     kinds = {d["kind"] for d in docs}
-    assert {"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+    cluster_rbac = {"Role", "RoleBinding"} if target == "overlays/namespaced" else {"ClusterRole", "ClusterRoleBinding"}
+    assert {"CustomResourceDefinition", "Namespace", "ServiceAccount", *cluster_rbac,
             "ConfigMap", "Service", "Deployment", "StatefulSet", "PodDisruptionBudget"} <= kinds
     # a dry run stores nothing: the Deployments are not there
     listed = kubectl(control_plane, "get", "deployments", "-n", "raybus-system", "-o", "name")

@@ -7,6 +7,7 @@ succeed with one server gone."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import ssl
@@ -56,7 +57,7 @@ def http_status(url: str) -> int:
 def local_conf(text: str, i: int, client: int, monitor: int, routes: list[int], home: Path) -> str:
     """The StatefulSet's config for nats-<i>, with each address and path it names moved here."""
     moves = {"listen: 0.0.0.0:4222": f"listen: 127.0.0.1:{client}",
-             "http: 0.0.0.0:8222": f"http: 127.0.0.1:{monitor}",
+             "http: 127.0.0.1:8222": f"http: 127.0.0.1:{monitor}",
              "pid_file: /var/run/nats/nats.pid": f"pid_file: {home}/nats.pid",
              "store_dir: /data": f"store_dir: {home}/data",
              "listen: 0.0.0.0:6222": f"listen: 127.0.0.1:{routes[i]}",
@@ -68,8 +69,8 @@ def local_conf(text: str, i: int, client: int, monitor: int, routes: list[int], 
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int, int]]]:
-    """nats-0..2 started together (podManagementPolicy: Parallel): (process, client, monitor)."""
+def cluster(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int, int, int]]]:
+    """nats-0..2 started together (podManagementPolicy: Parallel): (process, client, monitor, route)."""
     ports = free_ports(9)  # distinct: separate free_port() calls may repeat one
     text, routes = CONF.read_text(), ports[:3]
     shared = security.generate(tmp_path / "secrets")
@@ -83,12 +84,13 @@ def cluster(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int,
         client, monitor = ports[3 + 2 * i], ports[4 + 2 * i]
         (home / "config" / "nats.conf").write_text(local_conf(text, i, client, monitor, routes, home))
         proc = subprocess.Popen([_binary("nats-server"), "--config", str(home / "config" / "nats.conf")],
-                                env={**os.environ, "POD_NAME": f"nats-{i}"}, cwd=home,
+                                env={**os.environ, "POD_NAME": f"nats-{i}",
+                                     "NATS_ROUTE_ADVERTISE": f"127.0.0.1:{routes[i]}"}, cwd=home,
                                 stdout=(home / "log").open("wb"), stderr=subprocess.STDOUT,
                                 preexec_fn=die_with_parent())  # noqa: PLW1509
-        servers.append((proc, client, monitor))
+        servers.append((proc, client, monitor, routes[i]))
     yield servers
-    for proc, _, _ in servers:
+    for proc, _, _, _ in servers:
         if proc.poll() is None:
             proc.terminate()
             proc.wait(timeout=30)
@@ -102,14 +104,14 @@ def admin_options(urls: list[str], tmp_path: Path) -> dict[str, Any]:
 
 
 async def test_streams_and_kv_on_three_servers_survive_one_loss(
-        cluster: list[tuple[subprocess.Popen[bytes], int, int]], monkeypatch: pytest.MonkeyPatch,
+        cluster: list[tuple[subprocess.Popen[bytes], int, int, int]], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
-    for _, _, monitor in cluster:  # the StatefulSet's startup and liveness probes
+    for _, _, monitor, _ in cluster:  # the StatefulSet's startup and liveness probes
         until(lambda m=monitor: http_status(f"http://127.0.0.1:{m}/healthz") == 200, "startup probe")
         assert http_status(f"http://127.0.0.1:{monitor}/healthz?js-enabled-only=true") == 200
         assert http_status(f"http://127.0.0.1:{monitor}/healthz?js-server-only=true") == 200
     monkeypatch.setenv("RAYBUS_STREAM_REPLICAS", "3")  # raybus-config nats.streamReplicas
-    nc = await nats.connect(**admin_options([f"tls://127.0.0.1:{c}" for _, c, _ in cluster], tmp_path),
+    nc = await nats.connect(**admin_options([f"tls://127.0.0.1:{c}" for _, c, _, _ in cluster], tmp_path),
                             max_reconnect_attempts=-1)
     try:
         js = nc.jetstream()
@@ -159,3 +161,53 @@ async def test_streams_and_kv_on_three_servers_survive_one_loss(
         assert replicas["current"] + replicas["lagging"] == 2
     finally:
         await nc.close()
+
+
+def routes_of(monitor: int) -> set[str]:
+    """The server names this server has a route to (NATS's /routez)."""
+    body = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{monitor}/routez", timeout=2).read())
+    return {r.get("remote_name", "") for r in body.get("routes") or []}
+
+
+def rogue(home: Path, route_to: int, tls: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """A nats-server that tries to join the cluster through nats-0's route port: plaintext, or TLS
+    with its own CA's certificate (what anyone may make), never the install's."""
+    port, cport, mport = free_ports(3)
+    home.mkdir(parents=True)
+    (home / "nats.conf").write_text(
+        f'server_name: "rogue"\nlisten: "127.0.0.1:{port}"\nhttp: "127.0.0.1:{mport}"\n'
+        f'cluster {{ name: "raybus", listen: "127.0.0.1:{cport}", routes: ["nats://127.0.0.1:{route_to}"]\n{tls}}}\n')
+    log = home / "log"
+    proc = subprocess.Popen([_binary("nats-server"), "-c", str(home / "nats.conf"), "-D"], cwd=home,
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT, preexec_fn=die_with_parent())  # noqa: PLW1509
+    return proc, log
+
+
+def test_routes_take_only_the_installs_servers(cluster: list[tuple[subprocess.Popen[bytes], int, int, int]],
+                                                tmp_path: Path) -> None:
+    """A route is mutual TLS with the install's CA (bus/security.py nats_routes_config): a server
+    speaking plaintext, or TLS with a certificate of another CA, never becomes a route, while the
+    three servers route to each other."""
+    names = {f"nats-{i}" for i in range(3)}
+    for i, (_, _, monitor, _) in enumerate(cluster):
+        until(lambda m=monitor, me=f"nats-{i}": routes_of(m) >= names - {me}, "the three servers routed")
+    # A certificate of another CA, and the rogue does not check nats-0's: only nats-0 can refuse it.
+    other = security.generate(tmp_path / "other-ca")
+    foreign = json.dumps({"cert_file": str(other / "server.pem"), "key_file": str(other / "server-key.pem"),
+                          "insecure": True, "timeout": 5})
+    attempts = [rogue(tmp_path / "plain", cluster[0][3], ""), rogue(tmp_path / "foreign", cluster[0][3],
+                                                                     f"tls: {foreign}\n")]
+    try:
+        for proc, log in attempts:  # each was answered, and tried again, at least twice
+            until(lambda log=log: log.read_text(errors="replace").count("Router connection closed") >= 2,
+                  f"the rogue's route attempts closed ({log})")
+            assert proc.poll() is None
+        for _, _, monitor, _ in cluster:
+            assert "rogue" not in routes_of(monitor)
+        # nats-0 saw both and said why: no TLS at all, and a client certificate it could not verify.
+        refusals = (tmp_path / "nats-0" / "log").read_text(errors="replace")
+        assert "does not look like a TLS handshake" in refusals and "unknown authority" in refusals
+    finally:
+        for proc, _ in attempts:
+            proc.terminate()
+            proc.wait(timeout=30)

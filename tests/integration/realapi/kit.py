@@ -79,12 +79,15 @@ class RealApiServices:
     def log(self, name: str) -> Path:
         return self.home / f"{name}.log"
 
-    def start(self, service: str, **env: str) -> subprocess.Popen[bytes]:
-        """Spawn `python -m <service>`; the watcher/executor get their own ServiceAccount."""
+    def start(self, service: str, *, kubeconfig: Path | None = None, **env: str) -> subprocess.Popen[bytes]:
+        """Spawn `python -m <service>`; the watcher/executor get their own ServiceAccount (or the
+        credentials of `kubeconfig`, as the caller bound them)."""
         name = service.replace("_", "-")
         extra = dict(env)
         account = SERVICE_ACCOUNTS.get(service)
-        if account is not None:
+        if kubeconfig is not None:
+            extra["RAYBUS_KUBECONFIG"] = str(kubeconfig)
+        elif account is not None:
             token = service_token(self.cp, self.namespace, account)
             self.cluster_roles.append(f"{account}-{self.namespace}")
             extra["RAYBUS_KUBECONFIG"] = str(self.cp.write_kubeconfig(self.home / f"{name}.kubeconfig", token))

@@ -36,7 +36,7 @@ SERVE_PORT = 8000
 # The head pushes its events (decisions/ray_events.py) where a test's poller listens, as raybus's
 # head Pods do: the same env, built by the same code, for the poller kit's cluster ns/rc.
 EVENTS_PORT = 18266
-EVENTS_NS, EVENTS_CLUSTER = "ns", "rc"
+EVENTS_NS, EVENTS_CLUSTER, EVENTS_UID = "ns", "rc", "uid-realray-rc"
 # A Serve app the head can import: the module sits in the head's working directory, which is on
 # its workers' PYTHONPATH (set at `ray start`, inherited by the raylet and its workers).
 APP_MODULE = '''
@@ -123,7 +123,8 @@ def ray_head() -> Iterator[RayHead]:
            "PYTHONPATH": str(workdir), "RAY_USAGE_STATS_ENABLED": "0"}
     events_key = secrets.token_hex(16)
     export = ExportSettings(url=f"http://127.0.0.1:{EVENTS_PORT}", key=events_key)
-    env.update({e["name"]: e["value"] for e in export_env(export, namespace=EVENTS_NS, cluster=EVENTS_CLUSTER)})
+    env.update({e["name"]: e["value"] for e in export_env(export, namespace=EVENTS_NS, cluster=EVENTS_CLUSTER,
+                                                                     uid=EVENTS_UID)})
     env.pop("VIRTUAL_ENV", None)
     start = ("start", "--head", "--node-ip-address", "127.0.0.1", "--port", "6379",
              "--dashboard-host", "127.0.0.1", "--dashboard-port", str(DASHBOARD_PORT),

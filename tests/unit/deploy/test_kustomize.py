@@ -170,7 +170,7 @@ def test_settings_named_as_kuberay_reach_the_services_that_use_them(target: str)
     common = {"RAYBUS_NATS_URL", "RAYBUS_STREAM_REPLICAS", "RAYBUS_LOG_LEVEL", "RAYBUS_METRICS_PORT",
               "RAYBUS_METRICS_ADDR", "POD_IP", "RAYBUS_REPLICA_ID", "RAYBUS_NATS_USER", "RAYBUS_NATS_PASSWORD_FILE", "RAYBUS_NATS_CA_FILE",
               "RAYBUS_BUS_DECLARE"}
-    redis_auth = {"RAYBUS_REDIS_USER", "RAYBUS_REDIS_PASSWORD_FILE"}
+    redis_auth = {"RAYBUS_REDIS_USER", "RAYBUS_REDIS_PASSWORD_FILE", "RAYBUS_REDIS_CA_FILE"}
     for service in ("cluster-reconciler", "job-reconciler", "service-reconciler"):
         uses[service] |= redis_auth
     for service, names in uses.items():
@@ -254,9 +254,8 @@ def test_every_service_uses_its_own_bus_credentials_over_tls(target: str) -> Non
         assert d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/part-of"] == "raybus"
     nats = of(docs, "StatefulSet")["nats"]["spec"]["template"]["spec"]
     secret_items = next(v for v in nats["volumes"] if v["name"] == "secrets")["secret"]["items"]
-    assert {i["key"] for i in secret_items} == {"nats-auth.conf", "ca.pem", "server.pem", "server-key.pem"}
-    redis = of(docs, "StatefulSet")["redis"]["spec"]["template"]["spec"]["containers"][0]
-    assert "--aclfile" in redis["args"]
+    assert {i["key"] for i in secret_items} == {"nats-auth.conf", "nats-routes.conf", "ca.pem", "server.pem",
+                                                "server-key.pem"}
     assert set(of(docs, "Job")) == {"raybus-bus-secrets", "raybus-bus-init"}
 
 
@@ -345,3 +344,56 @@ def test_the_monitoring_overlay_renders_service_monitors_rules_and_the_dashboard
     dashboard = of(docs, "ConfigMap")["raybus-grafana-dashboard"]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["raybus-dashboard.json"])["uid"] == "raybus"
+@pytest.mark.parametrize("target", TARGETS)
+def test_no_plaintext_hop_and_no_open_monitoring(target: str) -> None:
+    """NATS: routes are mutual TLS (the cluster block includes the routes' tls), its monitoring
+    port listens on loopback only (no Service, probes from inside the Pod). Redis: TLS only, no
+    plaintext port; every Redis client has the CA and a rediss:// URL."""
+    docs = render(target)
+    config = next(c for n, c in of(docs, "ConfigMap").items() if n.startswith("nats-config"))["data"]["nats.conf"]
+    assert "http: 127.0.0.1:8222" in config and "0.0.0.0:8222" not in config
+    if "cluster {" in config:
+        cluster = config[config.index("cluster {"):]
+        assert 'include "../secrets/nats-routes.conf"' in cluster[:cluster.index("\n}")]
+    nats = container(of(docs, "StatefulSet")["nats"])
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert nats[probe]["exec"]["command"][-1].startswith("http://127.0.0.1:8222/healthz"), probe
+    assert all(p["containerPort"] != 8222 for p in nats["ports"])
+    for service in of(docs, "Service").values():
+        assert all(port["port"] != 8222 for port in service["spec"]["ports"]), service["metadata"]["name"]
+    redis = container(of(docs, "StatefulSet")["redis"])
+    args = redis["args"]
+    assert args[args.index("--port") + 1] == "0" and args[args.index("--tls-port") + 1] == "6379"
+    assert args[args.index("--tls-auth-clients") + 1] == "no" and "--aclfile" in args
+    raybus_config = next(c for n, c in of(docs, "ConfigMap").items() if n.startswith("raybus-config"))
+    assert raybus_config["data"]["redis.url"].startswith("rediss://redis:6379/")
+    for name, d in of(docs, "Deployment").items():
+        env = {e["name"]: e.get("value") for e in container(d)["env"]}
+        assert ("RAYBUS_REDIS_URL" in env) == ("RAYBUS_REDIS_USER" in env) == name.endswith("reconciler")
+        if "RAYBUS_REDIS_URL" in env:
+            assert env["RAYBUS_REDIS_CA_FILE"] == "/etc/raybus/bus/ca.pem"
+
+
+def test_the_namespaced_overlay_grants_the_base_rules_in_its_watched_namespaces_only() -> None:
+    """KubeRay's singleNamespaceInstall: no ClusterRole or ClusterRoleBinding; in each namespace of
+    watchNamespace a Role with exactly the rules of the base's ClusterRole of the same name, bound
+    to raybus-system's ServiceAccount; everything else as the base renders it."""
+    docs, base = render("overlays/namespaced"), render("base")
+    assert not of(docs, "ClusterRole") and not of(docs, "ClusterRoleBinding")
+    config = next(c for n, c in of(docs, "ConfigMap").items() if n.startswith("raybus-config"))
+    watched = config["data"]["watchNamespace"].split(",")
+    cluster_roles = of(base, "ClusterRole")
+    for ns in watched:
+        roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == ns}
+        bindings = {d["metadata"]["name"]: d for d in docs
+                    if d["kind"] == "RoleBinding" and d["metadata"]["namespace"] == ns}
+        assert set(roles) == set(bindings) == set(cluster_roles)
+        for name, role in roles.items():
+            assert role["rules"] == cluster_roles[name]["rules"], name
+            assert bindings[name]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+            assert bindings[name]["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "raybus-system"}]
+    namespaced = {d["metadata"]["namespace"] for d in docs if d["kind"] in ("Role", "RoleBinding")}
+    assert namespaced == {*watched, "raybus-system"}  # and the bus bootstrap's own Role
+    strip = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap"}
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] not in strip) == \
+        sorted((d["kind"], d["metadata"]["name"]) for d in base if d["kind"] not in strip)

@@ -15,6 +15,7 @@ from raybus.bus import subjects as s
 from watcher.routing import (
     WATCHES,
     Route,
+    batch_scheduler_watches,
     cluster_owner,
     msg_id,
     only_cluster_decisions_read,
@@ -362,3 +363,10 @@ def test_a_labelled_pod_triggers_no_raycluster_but_its_owner_still() -> None:
     bare = {"metadata": {"name": "x", "namespace": "ns", "ownerReferences": [
         {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc", "controller": True}]}}
     assert woken_by_their_cache(s.Kind.POD, both[1:], bare, None) == both[1:]
+
+
+def test_no_secret_is_watched() -> None:
+    """No raybus ServiceAccount may list or watch Secrets (raybus-bus holds every bus credential):
+    the RayCluster's token Secret is known from its create's answer instead."""
+    specs = [*WATCHES, *batch_scheduler_watches("volcano"), *batch_scheduler_watches("scheduler-plugins")]
+    assert all(spec.k8s_kind != "Secret" for spec in specs)

@@ -12,9 +12,16 @@ Where the token comes from (raybus): decision code is pure and names everything 
 and a secret derived from stable inputs (uid, name) would be guessable. So the manifest carries the
 *key* only (``CreateObject.generated_data_keys``) and the command-executor fills the value with
 ``secrets.token_bytes`` at the moment it creates the Secret. The token therefore never exists in
-a decision, a command batch, the ledger, the bus or a log; the watcher strips Secret ``data``
-before publishing, so reconcilers only ever learn that the Secret exists. A redelivered create hits
-409 AlreadyExists and keeps the first token.
+a decision, a command batch, the ledger, the bus or a log.
+
+Whether the Secret exists (raybus): no raybus ServiceAccount may list, watch or get Secrets (one
+of them in raybus's namespace holds every bus credential, and RBAC cannot leave a single Secret out
+of a list or watch), so nothing watches them. The create is its own answer: 201 Created, or 409
+AlreadyExists, which keeps the first token (the executor counts both as done). The reconciler
+remembers the Secrets its creates were answered for, per RayCluster incarnation
+(``ClusterSnapshot.secrets``), so a cluster costs one create per reconciler process, not one per
+round. Unlike KubeRay, a Secret deleted by hand is not created again until the cluster-reconciler
+restarts or hands the cluster's partition over.
 """
 
 from __future__ import annotations
@@ -56,8 +63,8 @@ def build_auth_secret(cluster: RayCluster) -> dict[str, Any]:
 
 
 def reconcile_auth_secret(cluster: RayCluster, *, secrets: list[dict[str, Any]]) -> list[Command]:
-    """Create the token Secret when it is needed and absent (``secrets``: the Secrets the snapshot
-    knows by name; values are never part of a snapshot)."""
+    """Create the token Secret when it is needed and not known to exist (``secrets``: the Secrets
+    whose create the API server answered; values are never part of a snapshot)."""
     if not needs_generated_auth_secret(cluster):
         return []
     name = auth_secret_name(cluster)

@@ -108,11 +108,12 @@ def inject_history_server_collector(
     pod_spec["containers"].append(container)
 
 
-def inject_ray_events_export(ray: dict[str, Any], settings: ExportSettings, *, namespace: str, cluster: str) -> None:
+def inject_ray_events_export(ray: dict[str, Any], settings: ExportSettings, *, namespace: str, cluster: str,
+                             uid: str) -> None:
     """raybus's job-end push (not KubeRay's): the export env on the head's Ray container, unless an
     export address is already there (the user's, or the collector's injected just before)."""
     env: list[dict[str, Any]] = ray.get("env") or []
     if not settings.enabled or env_var_exists(EXPORT_ADDR_ENV, env):
         return
-    for var in export_env(settings, namespace=namespace, cluster=cluster):
+    for var in export_env(settings, namespace=namespace, cluster=cluster, uid=uid):
         _env_if_missing(ray, var["name"], var["value"])

@@ -311,7 +311,8 @@ def _build_pod(
     # the head (its GCS records the job supervisor actors' deaths), and never over an export address
     # the user or the history server collector already set: Ray exports to one address only.
     if node_type == k.HEAD_NODE:
-        inject_ray_events_export(ray, settings.ray_events, namespace=cluster.namespace, cluster=cluster.name)
+        inject_ray_events_export(ray, settings.ray_events, namespace=cluster.namespace, cluster=cluster.name,
+                                 uid=cluster.metadata.uid or "")
 
     cmd = ""
     if ray.get("command"):

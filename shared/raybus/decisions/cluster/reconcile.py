@@ -91,8 +91,8 @@ class ClusterSnapshot(BaseModel):
     service_accounts: list[dict[str, Any]] = Field(default_factory=list)
     roles: list[dict[str, Any]] = Field(default_factory=list)
     role_bindings: list[dict[str, Any]] = Field(default_factory=list)
-    # Owned Secrets (metadata only: the watcher strips values), batch Jobs (the Redis cleanup Job),
-    # NetworkPolicies and the batch scheduler's PodGroups.
+    # The auth token Secrets known to exist (no watch: a create answered 201 or 409, auth_secret.py;
+    # names only), batch Jobs (the Redis cleanup Job), NetworkPolicies and PodGroups.
     secrets: list[dict[str, Any]] = Field(default_factory=list)
     jobs: list[dict[str, Any]] = Field(default_factory=list)
     network_policies: list[dict[str, Any]] = Field(default_factory=list)

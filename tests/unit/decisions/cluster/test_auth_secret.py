@@ -85,8 +85,8 @@ def test_long_cluster_name_is_cut_like_check_name() -> None:
 @settings(max_examples=40, deadline=None)
 @given(lost=st.lists(st.booleans(), min_size=1, max_size=8))
 def test_secret_is_created_until_seen_then_never_again(lost: list[bool]) -> None:
-    """Rounds whose create the world does not (yet) show re-issue the same value-less create (the API
-    server answers 409 and keeps the first token); once the Secret is seen no round creates it."""
+    """Rounds whose create has no answer yet re-issue the same value-less create (the API server
+    answers 409 and keeps the first token); once a create is answered no round creates it."""
     snapshot = ClusterSnapshot(cluster=make_cluster(**TOKEN))
     seen = False
     for i, drop in enumerate(lost):
@@ -95,7 +95,7 @@ def test_secret_is_created_until_seen_then_never_again(lost: list[bool]) -> None
         assert (made == []) == seen
         assert all(c.object == build_auth_secret(snapshot.cluster) for c in made)
         nxt = apply(snapshot, d)
-        if drop:  # the watcher has not delivered the Secret yet
+        if drop:  # the create's Outcome has not arrived yet
             nxt = nxt.model_copy(update={"secrets": snapshot.secrets})
         snapshot = nxt
         seen = bool(snapshot.secrets)
