@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -126,9 +127,13 @@ async def test_bodies_rates_and_memory_are_bounded(poller: tuple[subprocess.Pope
         event = {"eventType": "ACTOR_LIFECYCLE_EVENT", "actorLifecycleEvent": {"actorId": "a" * 64}}
         body = json.dumps([event] * (MAX_BODY_BYTES // (len(json.dumps(event)) + 2))).encode()
         assert len(body) <= MAX_BODY_BYTES
+        started = time.monotonic()
         answers = await asyncio.gather(*(client.post(base + path, content=body) for _ in range(120)))
+        # The bucket (20 a second, burst 40) refills while the flood is read: a slow machine takes
+        # more seconds, and so more bodies, but never more than the bucket gives in that time.
+        bound = 40 + 20 * (time.monotonic() - started)
         codes = [a.status_code for a in answers]
-        assert set(codes) <= {204, 429} and 429 in codes and codes.count(204) <= 60, codes
+        assert set(codes) <= {204, 429} and 429 in codes and codes.count(204) <= bound, (bound, codes)
         # Another cluster's head is not held back by rc's flood.
         assert (await client.post(base + other, json=[])).status_code == 204
     assert proc.poll() is None
