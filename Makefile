@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest prometheus test test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test
+.PHONY: venv envtest prometheus test test-long test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test
 
 venv: $(STAMP)
 
@@ -38,9 +38,14 @@ lint: venv
 # worker, with its module/package-scoped servers; each worker starts its own control plane).
 PYTEST_WORKERS ?= 2
 test: venv envtest prometheus lint rayvenv
-	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadscope --ignore=tests/integration/realray $(PYTEST_ARGS)
+	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadscope --ignore=tests/integration/realray -m "not long" $(PYTEST_ARGS)
 	$(MAKE) test-realray
 	$(MAKE) chaos-short
+
+# The tests outside CI's budget (marker `long`): the e2e suites on the real API server beyond the
+# smoke ones, and the longest stack-lifecycle test. Run before an issue is resolved.
+test-long: venv envtest
+	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadscope --ignore=tests/integration/realray -m long $(PYTEST_ARGS)
 
 # Ray itself for the tests against a real head (tests/integration/realray), in its own venv: Ray
 # pins its own grpcio/protobuf/aiohttp, which must not move the project's pins.

@@ -131,6 +131,7 @@ def _errors(log: Path, offset: int) -> list[str]:
         return [line for line in f.read().decode(errors="replace").splitlines() if '"level": "ERROR"' in line]
 
 
+@pytest.mark.long  # about two minutes: every sample through the demo, twice
 def test_make_run_interrupted_during_the_demo_runs_all_samples_again(tmp_path: Path) -> None:
     """Ctrl-C while the sample RayJob runs, then `make run` again (same home): a terminal's Ctrl-C
     (SIGINT to the whole process group) stops the services before NATS, without errors, and the

@@ -34,16 +34,19 @@ POD = resource_for("v1", "Pod")
 EVENT = resource_for("v1", "Event")
 NS = "default"
 # The suites (modules) that also run against the real control plane; the others run on the local
-# API server only (CI budget: see README "Local development stack").
+# API server only. Within CI's budget `make test` runs the smoke ones on both servers; the rest run
+# on the real one in `make test-long` (marker `long`), before an issue is resolved.
 REAL_SERVER_SUITES = frozenset({"test_raycluster", "test_rayjob", "test_rayservice", "test_restarts",
                                 "test_failures", "test_samples_converge"})
+REAL_SERVER_SMOKE = frozenset({"test_raycluster", "test_failures"})
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "stack" not in metafunc.fixturenames:
         return
     suite = metafunc.module.__name__.rsplit(".", 1)[-1]
-    servers = ["local", "real"] if suite in REAL_SERVER_SUITES else ["local"]
+    real = pytest.param("real", marks=() if suite in REAL_SERVER_SMOKE else pytest.mark.long)
+    servers = ["local", real] if suite in REAL_SERVER_SUITES else ["local"]
     # Package scope: the real server's stack (and its node, which runs every unbound Pod) is gone
     # before other tests use the same control plane (tests/integration/realapi expects no kubelet).
     metafunc.parametrize("stack", servers, indirect=True, scope="package")
