@@ -15,7 +15,10 @@ from raybus.testing.envtest import ApiError, ControlPlane
 from tests.integration.deploy.install_kit import InstalledRbac, install_rbac, render
 
 pytestmark = pytest.mark.integration
-TARGETS = ["base", "overlays/dev", "overlays/ha", "overlays/namespaced"]
+# base and the namespaced install (Roles instead of ClusterRoles) in `make test`; dev and ha reuse
+# base's ServiceAccounts and RBAC, and run in `make test-long`.
+TARGETS = ["base", "overlays/namespaced",
+           *(pytest.param(t, marks=pytest.mark.long) for t in ("overlays/dev", "overlays/ha"))]
 
 
 @pytest.fixture(params=TARGETS)
