@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest prometheus test test-long test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test
+.PHONY: venv envtest prometheus docs test test-long test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test
 
 venv: $(STAMP)
 
@@ -33,11 +33,17 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/mypy shared/raybus
 
+# The docs/ site (mkdocs.yml, mkdocs-material) into site/. --strict: a broken link or anchor, or a
+# page left out of the nav, fails the build. NO_MKDOCS_2_WARNING: mkdocs-material's banner about
+# its successor, printed on every build.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # Two pytest-xdist workers: most integration tests wait on servers and timers, not the CPU, so two
 # at a time halve the wall time on this 2-core machine (--dist loadscope: a module stays on one
 # worker, with its module/package-scoped servers; each worker starts its own control plane).
 PYTEST_WORKERS ?= 2
-test: venv envtest prometheus lint rayvenv
+test: venv envtest prometheus lint docs rayvenv
 	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadscope --ignore=tests/integration/realray -m "not long" $(PYTEST_ARGS)
 	$(MAKE) test-realray
 	$(MAKE) chaos-short

@@ -39,3 +39,17 @@ async def test_tap_times_out_with_failure_when_count_not_reached(nats_server: Na
         "--nats-url", nats_server.url, stderr=subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1 and b"saw 0 of 1" in err
+
+
+async def test_tap_exits_with_a_clear_line_when_nats_goes_away(nats_server: NatsServer) -> None:
+    """A tap whose server stops mid-way says so and exits 1 (it waited forever, with tracebacks)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "raybus.cli", "tap", "--nats-url", nats_server.url,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    line = await asyncio.wait_for(proc.stderr.readline(), 30)
+    assert line.startswith(b"tap: listening on raybus.>")
+    nats_server.stop()
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 1
+    assert err.decode().splitlines() == [f"raybus tap: lost NATS at {nats_server.url} after 0 messages"]

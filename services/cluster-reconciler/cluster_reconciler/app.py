@@ -202,7 +202,7 @@ class ClusterReconciler:
             # Status().Update returns: ours returns when the write's Outcome arrives, which asks
             # for that requeue (_status_written); this round keeps its deadline and otherwise
             # asks for what an unchanged status asks for. (Requeueing every 2 s until our own
-            # write reached the cache was a third of the reconciles, issue 20.)
+            # write reached the cache was a third of the reconciles.)
             decision = decision.model_copy(update={"status": None})
             requeue = _after_write(decision.requeue_unchanged, self._inflight.since_written(key),
                                    self._inflight.status_expires_in(key))
@@ -223,7 +223,7 @@ class ClusterReconciler:
                 # The status-write requeue: 2 s after the write lands (_status_written), not after
                 # it is sent. A busy executor holds a RayCluster status for seconds (it yields to
                 # command batches), and a requeue counted from the send found it still pending:
-                # at 1,000 clusters 8 reconciles per cluster that decided nothing (issue 20).
+                # at 1,000 clusters 8 reconciles per cluster that decided nothing.
                 # Until the Outcome comes, only the in-flight memo's expiry, in case it never does.
                 requeue = _after_write(decision.requeue_unchanged, None, self._inflight.status_expires_in(key))
         # Every command is logged with its reason when published; the rest of the decision's
@@ -271,7 +271,7 @@ DELETED_EXPECTATIONS_TTL_S = 3600
 
 # A RayCluster woken by events runs at most once a second (runtime/workqueue.py): its Pods step
 # through scheduled/started/ready one after the other, and deciding after each step was two
-# thirds of its runs, deciding nothing (issue 20). A cluster quiet for a second still runs 0.1 s
+# thirds of its runs, deciding nothing. A cluster quiet for a second still runs 0.1 s
 # after its first event. RayJobs and RayServices are woken by far fewer events and keep
 # every run (their job-end and Serve latencies are measured against KubeRay's 2-3 s polls).
 MIN_INTERVAL_S = 1.0
@@ -280,10 +280,9 @@ MIN_INTERVAL_S = 1.0
 # A status change that only moves counters, desired resources or endpoints is written at most
 # this often per cluster (KubeRay requeues every 2 s while a cluster changes); state, reason, head
 # and condition changes are written at once (`significant`). At 1,000 clusters the executor's one
-# QPS budget would otherwise go to a write per Pod turning ready. (Folding the head's fields and a
-# condition's reason too, for 5 s, was tried on 2026-11-26: 15-27% fewer status writes per
-# cluster, no change in CPU per pod or all-ready time beyond run-to-run noise; not kept, since it
-# delays what KubeRay shows at once.)
+# QPS budget would otherwise go to a write per Pod turning ready. The head's fields and a
+# condition's reason are not folded: KubeRay shows them at once, and folding them for 5 s saved
+# 15-27% of the status writes but no CPU per Pod or all-ready time beyond run-to-run noise.
 STATUS_INTERVAL_S = 2.0
 
 
@@ -334,7 +333,7 @@ class ClusterReconcilerApp(ReconcilerApp):
     def _on_pod(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         """A Pod event wakes its RayCluster from this replica's cache, not through a trigger: a
         Pod steps through five or six versions, and a trigger per version was a third of the
-        bus's messages per Pod, each one published, stored, fetched and acked (issue 20). The
+        bus's messages per Pod, each one published, stored, fetched and acked. The
         watcher publishes no RayCluster trigger for a labelled Pod (watcher.app.on_change)."""
         assert self.runtime is not None
         pod = new if new is not None else old

@@ -193,7 +193,7 @@ class CommandExecutorService:
         change (backpressure). RayJob/RayService statuses are never held: their next decision
         waits for them."""
         # Woken when the batches are done, not polled: 32 statuses polling every 50 ms were
-        # 640 wake-ups a second while 1,000 clusters were created (issue 20).
+        # 640 wake-ups a second while 1,000 clusters were created.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.settings.status_defer_s):
                 await self._workers[0].idle.wait()
@@ -255,7 +255,7 @@ class CommandExecutorService:
 
     async def _admit(self, msg: Msg, batch: CommandBatch, *, status: bool,
                      known: Known | None = None) -> bool:
-        """Admission (issue 18): only a batch a reconciler could have produced is applied."""
+        """Admission (docs/security.md): only a batch a reconciler could have produced is applied."""
         if self.admission is None:
             return True
         admitted = await self.admission.check(msg, batch, status=status, report=self._report,

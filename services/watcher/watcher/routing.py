@@ -106,8 +106,9 @@ class Route:
 # spec.restartPolicy, the RayService decisions the Ray container's ports (FindContainerPort),
 # the RayJob decisions only a head Pod's metadata and status; Pods are created from the
 # RayCluster's template and changed by merge patches of metadata, never written back from the
-# cache. A running Pod's container spec is immutable but for the image, which is kept (issue 20:
-# every Pod event is encoded once here and decoded by every reconciler that follows Pods).
+# cache. A running Pod's container spec is immutable but for the image, which is kept. Every Pod
+# event is encoded once here and decoded by every reconciler that follows Pods, so the fields
+# nobody reads are dropped before that.
 _UNREAD_CONTAINER_FIELDS = ("command", "args", "env", "envFrom", "livenessProbe", "readinessProbe",
                             "startupProbe", "lifecycle", "volumeMounts", "volumeDevices")
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
@@ -232,7 +233,7 @@ def pod_update_matters(kind: s.Kind, old: Mapping[str, Any] | None, new: Mapping
     every update reconciles, and one that changed only what no decision reads (the scheduler's
     binding, the kubelet's podIP/startTime/init-container bookkeeping: podutil.decision_view)
     decides exactly what the previous one did. Skipping those is a third of a worker Pod's
-    updates (issue 20); the object is still published, so the cache stays current."""
+    updates; the object is still published, so the cache stays current."""
     if kind is not s.Kind.POD or old is None:
         return True
     return bool(decision_view(old) != decision_view(new))
@@ -245,7 +246,7 @@ def only_cluster_decisions_read(kind: s.Kind, obj: Mapping[str, Any]) -> bool:
     that changes nothing of its decision_view (pod_update_matters) is not published at all:
     a third of a worker's updates (the scheduler's binding, the kubelet's hostIP/startTime/
     podIP), each one a publish, an ack and a decode in every reconciler following Pods, for a
-    version nobody reads differently (issue 20). The bus then holds a worker Pod as of its
+    version nobody reads differently. The bus then holds a worker Pod as of its
     last change a decision reads; the next published version carries everything."""
     return kind is s.Kind.POD and (meta(obj).get("labels") or {}).get(NODE_TYPE_LABEL) == "worker"
 
@@ -254,8 +255,8 @@ def woken_by_their_cache(kind: s.Kind, targets: tuple[Route, ...], obj: Mapping[
                          old: Mapping[str, Any] | None) -> tuple[Route, ...]:
     """`targets` without the RayClusters a Pod event wakes through their reconciler's own cache
     (cluster_reconciler.app._on_pod, podutil.clusters_to_wake: by the ray.io/cluster label): no
-    trigger is published for them (issue 20: a trigger per Pod version was a third of the bus's
-    messages per Pod). The RayJob/RayService of a head Pod are still triggered."""
+    trigger is published for them (a trigger per Pod version was a third of the bus's messages
+    per Pod). The RayJob/RayService of a head Pod are still triggered."""
     if kind is not s.Kind.POD:
         return targets
     labelled = {(str(meta(p).get("namespace") or ""), str((meta(p).get("labels") or {}).get(CLUSTER_LABEL)))

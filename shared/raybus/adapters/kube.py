@@ -233,7 +233,7 @@ def _retry_after(state: RetryCallState) -> float:
 
 def _json_bodies_in_c(api: kclient.ApiClient) -> None:
     """kubernetes-asyncio's sanitize_for_serialization copies a request body node by node in
-    Python before json.dumps (150 us for a Pod, a tenth of the command-executor's CPU; issue 20).
+    Python before json.dumps (150 us for a Pod, a tenth of the command-executor's CPU).
     Our bodies are JSON dicts (decoded from the bus or built as such): pydantic-core's
     to_jsonable_python makes the same JSON value in C. What it cannot encode (an OpenAPI model
     object) takes the library's path, as does everything but a dict."""
@@ -309,8 +309,8 @@ class KubeClient:
         # processed; it sleeps Retry-After and sends the request again, up to maxRetries (10) times,
         # each through the rate limiter. Without it an API server throttling for a second turned
         # into a failed batch and its redelivery backoff. The first attempt is made outside
-        # tenacity: building its retry loop for every call was 5% of the command-executor's CPU
-        # (issue 20), and almost every call succeeds or fails for good the first time.
+        # tenacity: building its retry loop for every call was 5% of the command-executor's CPU,
+        # and almost every call succeeds or fails for good the first time.
         try:
             return await self._call_once(method, path, query=query, body=body, content_type=content_type,
                                          accept=accept)
@@ -453,7 +453,7 @@ class KubeClient:
                 if not line:
                     continue
                 # pydantic-core's parser: about half the CPU of json.loads on a Pod (the watcher
-                # decodes every event of every watched object; issue 20's profile: 14% of it).
+                # decodes every event of every watched object: 14% of its CPU).
                 event = from_json(line)
                 etype, obj = event.get("type"), event.get("object") or {}
                 if etype == "ERROR":

@@ -6,8 +6,8 @@ one after the other, each through the same limiter, then moves on to the next cl
 command executor applies many batches at once (so API latency does not cap the rate); with a
 first-come limiter their creates interleave, and with 1,000 clusters applied together every
 cluster waited for the limiter's whole run to get its last Pod. Then every cluster stays
-provisioning for the whole run, and is reconciled and has its status written for all of it
-(issue 20). Handing each token to the lowest `WRITE_PRIORITY` waiting (the batch that arrived
+provisioning for the whole run, and is reconciled and has its status written for all of it.
+Handing each token to the lowest `WRITE_PRIORITY` waiting (the batch that arrived
 first) keeps KubeRay's order: one cluster's creates finish before the next's, while the other
 batches' requests still fill every token the first leaves unused.
 """

@@ -1,10 +1,11 @@
 """The command ledger: at most one application of every command batch (and dashboard command), a
 way to take back one that nobody has started, and records only the appliers write.
 
-Why (README "Redelivery invariant"): a reconciler publishes a batch and then waits for its effect.
-KubeRay never waits for a queue, so its 30 s scale-expectation timeout only covers informer lag; ours
-would also have to cover queueing behind the QPS limiter, executor crashes and redeliveries, and a
-timeout cannot tell "late" from "lost". The ledger makes the difference explicit, per batch.
+Why (docs/architecture.md "The redelivery invariant"): a reconciler publishes a batch and then waits
+for its effect. KubeRay never waits for a queue, so its 30 s scale-expectation timeout only covers
+informer lag; ours would also have to cover queueing behind the QPS limiter, executor crashes and
+redeliveries, and a timeout cannot tell "late" from "lost". The ledger makes the difference
+explicit, per batch.
 
 Two NATS KV buckets, because NATS permissions are per subject and a KV write's header (create-if-
 absent, compare-and-set) is not: whoever may write a key may write any record there.

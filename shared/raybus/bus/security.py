@@ -51,8 +51,8 @@ REDIS_HOSTS = ("127.0.0.1", "localhost", "redis", "redis.raybus-system.svc",
 # default, 11, cost a connect ~0.2 s and `generate` ~8 s on a 2-core machine.
 BCRYPT_COST = 6
 
-# Redis users: the services that keep state there, each only its own keys (README "RayService
-# state in Redis", expectations). `admin` is for tests and operators.
+# Redis users: the services that keep state there, each only its own keys (docs/architecture.md "State
+# in Redis", expectations). `admin` is for tests and operators.
 REDIS_KEYS: dict[str, tuple[str, ...]] = {
     Role.CLUSTER_RECONCILER.value: ("raybus:expectations:*",),
     Role.JOB_RECONCILER.value: ("raybus:job:*",),  # connects like every reconciler; keeps nothing yet

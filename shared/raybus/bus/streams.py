@@ -1,6 +1,6 @@
 """JetStream streams, consumers and KV buckets, declared in code and idempotently.
 
-Design (README "Bus contract"):
+Design (docs/architecture.md "Bus contract"):
 - RAYBUS_OBJECTS keeps only the last message per subject, so it *is* the current state of every
   watched object: a replica that starts reads it (deliver last-per-subject) as its full snapshot.
 - RAYBUS_TRIGGERS is a work queue holding at most one pending trigger per object subject, so a
@@ -57,7 +57,7 @@ class BusSettings:
     ack_wait_s: float = 30.0  # trigger consumers: reconcilers ack after the covering run
     # Executor consumers (commands, status, dashboard commands): a handler in progress sends
     # in-progress acks (runtime/pull.py), so ack_wait only bounds how long a dead executor's
-    # batch waits before another replica gets it (issue: failover in seconds, not 30 s).
+    # batch waits before another replica gets it (failover in seconds, not 30 s).
     executor_ack_wait_s: float = 5.0
     max_deliver: int = 20
     lease_ttl_s: float = 10.0

@@ -1,4 +1,4 @@
-"""Every NATS subject raybus uses is built here, and only here (README has the table).
+"""Every NATS subject raybus uses is built here, and only here (docs/architecture.md has the table).
 
 Tokens never contain dots: Kubernetes names may (pods, services), so `.` and `%` are
 percent-encoded. The object's real namespace/name always travel in the envelope too.

@@ -5,11 +5,22 @@ validating webhook's certificate)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
+
+
+def _version() -> str:
+    try:
+        return version("raybus")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="raybus", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"raybus {_version()}",
+                        help="print raybus's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     from raybus.cli import bus, render, tap, up, webhook
     from raybus.observability.logging import quiet_tls_close_notice
@@ -22,7 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     bus.add_parser(sub)
     webhook.add_parser(sub)
     args = parser.parse_args(argv)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+    except KeyboardInterrupt:
+        return 130  # Ctrl-C: the shell's code for SIGINT, and no traceback
+    except BrokenPipeError:
+        # The reader went away (`raybus render f.yaml | head`): stop quietly, and keep Python's
+        # own flush at exit from raising again on the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return result
 
 

@@ -21,7 +21,8 @@ from raybus.bus.connect import BusAuth, nats_options
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("bus-secrets", help="generate the bus's TLS material and per-role credentials")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="directory for the CA, certificates, passwords and server configs")
     p.add_argument("--host", action="append", default=[],
                    help="a name or IP the NATS certificate must carry (repeatable; adds to the defaults)")
     p.add_argument("--cert-dir", default=None,
@@ -30,16 +31,22 @@ def add_parser(sub: Any) -> None:
                    help="files readable by every user (compose: containers of different users share "
                         "one volume); never for an install that can mount per-container items")
     p.add_argument("--k8s-secret", default=None, metavar="NAME",
-                   help="also create Secret NAME (flat keys, see README) unless it exists: the install's "
+                   help="also create Secret NAME (flat keys, see docs/security.md) unless it exists: the install's "
                         "raybus-bus-secrets Job")
-    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "raybus-system"))
-    p.add_argument("--kubeconfig", default=os.environ.get("RAYBUS_KUBECONFIG"))
+    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "raybus-system"),
+                   help="namespace of that Secret (env POD_NAMESPACE; default raybus-system)")
+    p.add_argument("--kubeconfig", default=os.environ.get("RAYBUS_KUBECONFIG"),
+                   help="kubeconfig for creating it (env RAYBUS_KUBECONFIG; default: in-cluster)")
     p.set_defaults(func=run_secrets)
     q = sub.add_parser("bus-init", help="declare every stream and KV bucket as bus-admin")
-    q.add_argument("--nats-url", default=os.environ.get("RAYBUS_NATS_URL", "nats://127.0.0.1:4222"))
-    q.add_argument("--nats-user", default=os.environ.get("RAYBUS_NATS_USER"))
-    q.add_argument("--nats-password-file", default=os.environ.get("RAYBUS_NATS_PASSWORD_FILE"))
-    q.add_argument("--nats-ca-file", default=os.environ.get("RAYBUS_NATS_CA_FILE"))
+    q.add_argument("--nats-url", default=os.environ.get("RAYBUS_NATS_URL", "nats://127.0.0.1:4222"),
+                   help="NATS server(s), comma-separated (env RAYBUS_NATS_URL)")
+    q.add_argument("--nats-user", default=os.environ.get("RAYBUS_NATS_USER"),
+                   help="the bus-admin user (env RAYBUS_NATS_USER)")
+    q.add_argument("--nats-password-file", default=os.environ.get("RAYBUS_NATS_PASSWORD_FILE"),
+                   help="file holding its password (env RAYBUS_NATS_PASSWORD_FILE)")
+    q.add_argument("--nats-ca-file", default=os.environ.get("RAYBUS_NATS_CA_FILE"),
+                   help="CA that signed the NATS server's certificate (env RAYBUS_NATS_CA_FILE)")
     q.set_defaults(func=run_init)
 
 

@@ -17,11 +17,12 @@ from typing import Any
 
 import yaml
 
-from raybus.api.load import parse_manifests
+from raybus.api.load import RayAny, parse_manifests
 from raybus.api.raycluster import RayCluster
 from raybus.api.rayjob import RayJob
 from raybus.api.rayservice import RayService
 from raybus.api.settings import FeatureGates
+from raybus.cli import manifests
 from raybus.decisions.cluster.naming import random_suffix
 from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
 from raybus.decisions.cluster.settings import OperatorSettings
@@ -32,8 +33,14 @@ ENTROPY = "raybus-render"
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("render", help="print the objects raybus would create for a manifest")
-    p.add_argument("file", type=Path, help="YAML with RayCluster (or RayJob/RayService) documents")
+    p = sub.add_parser("render", help="print the objects raybus would create for a manifest",
+                       description="Print, as YAML, every object raybus would create for the "
+                       "RayClusters (and the clusters of RayJobs and RayServices) in FILE; no server "
+                       "is needed. The manifest is checked first as `kubectl apply` would check it: "
+                       "YAML errors, unknown fields and wrong types are reported one per line, "
+                       "with exit code 1.")
+    p.add_argument("file", type=Path, metavar="FILE",
+                   help="YAML with RayCluster (or RayJob/RayService) documents")
     p.add_argument("--namespace", default="default", help="namespace for objects that have none")
     p.add_argument("--feature-gates", default="",
                    help="KubeRay --feature-gates syntax, e.g. RayClusterMTLS=true")
@@ -55,9 +62,9 @@ def _named(obj: Any) -> Any:
     return obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"name": name})})
 
 
-def _clusters(text: str, namespace: str) -> list[RayCluster]:
+def _clusters(objects: list[RayAny], namespace: str) -> list[RayCluster]:
     out: list[RayCluster] = []
-    for obj in map(_named, parse_manifests(text)):
+    for obj in map(_named, objects):
         if isinstance(obj, RayCluster):
             cluster = obj
         elif isinstance(obj, RayJob | RayService):
@@ -82,13 +89,19 @@ def _clusters(text: str, namespace: str) -> list[RayCluster]:
 
 def render(text: str, *, namespace: str = "default",
            settings: OperatorSettings | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """(objects to create, problems) for the Ray objects of a YAML string."""
+    return render_objects(parse_manifests(text), namespace=namespace, settings=settings)
+
+
+def render_objects(ray_objects: list[RayAny], *, namespace: str = "default",
+                   settings: OperatorSettings | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """(objects to create, problems). Repeats reconcile rounds on the growing set of created
     objects until nothing more would be created, so pods that KubeRay creates only after the head
     exists are included too."""
     settings = settings or OperatorSettings()
     objects: list[dict[str, Any]] = []
     problems: list[str] = []
-    for cluster in _clusters(text, namespace):
+    for cluster in _clusters(ray_objects, namespace):
         created: list[dict[str, Any]] = []
         for round_no in range(6):
             def of(kind: str, created: list[dict[str, Any]] = created) -> list[dict[str, Any]]:
@@ -125,8 +138,21 @@ def _ordered(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = OperatorSettings(feature_gates=FeatureGates.from_flag(args.feature_gates))
-    objects, problems = render(args.file.read_text(), namespace=args.namespace, settings=settings)
+    try:
+        settings = OperatorSettings(feature_gates=FeatureGates.from_flag(args.feature_gates))
+    except ValueError as exc:
+        print(f"raybus render: --feature-gates: {exc}", file=sys.stderr)
+        return 1
+    try:
+        ray_objects = manifests.load(args.file)
+    except manifests.ManifestError as exc:
+        for line in exc.lines:
+            print(f"raybus render: {line}", file=sys.stderr)
+        return 1
+    if not ray_objects:
+        print(f"raybus render: {args.file}: no RayCluster, RayJob or RayService in it", file=sys.stderr)
+        return 1
+    objects, problems = render_objects(ray_objects, namespace=args.namespace, settings=settings)
     objects = [_ordered(o) for o in objects]
     for problem in problems:
         print(f"invalid: {problem}", file=sys.stderr)

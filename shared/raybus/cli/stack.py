@@ -84,7 +84,7 @@ class LocalStack:
     # and the RBAC of RBAC_MANIFEST there, handing each service a TokenRequest token.
     apiserver_kubeconfig: Path | None = None
     # NATS with TLS and one user per service (bus/permissions.py), Redis with ACL users; the
-    # material lives in <home>/secrets (README "Security model"). Off only for tests that need a
+    # material lives in <home>/secrets (docs/security.md). Off only for tests that need a
     # bare bus.
     secure: bool = True
     # Job ends pushed by the heads (decisions/ray_events.py): the poller's receiver port (0: off).

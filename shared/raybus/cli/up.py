@@ -21,7 +21,7 @@ HOME = Path(".raybus")
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("up", help="start the whole stack locally")
-    p.add_argument("--home", type=Path, default=HOME)
+    p.add_argument("--home", type=Path, default=HOME, help="where the stack keeps its state and logs")
     p.add_argument("--replicas", type=int, default=1, help="replicas of each reconciler")
     p.add_argument("--demo", action="store_true",
                    help="apply deploy/samples/ray-cluster, ray-job and ray-service samples and follow each")

@@ -108,15 +108,19 @@ def expires_within(tls_crt: bytes, days: float, now: dt.datetime) -> bool:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("webhook-secrets", help="the validating webhook's serving certificate and caBundle")
-    p.add_argument("--secret", default="raybus-webhook-tls")
+    p.add_argument("--secret", default="raybus-webhook-tls",
+                   help="the TLS Secret the webhook serves from (kept; created when missing)")
     p.add_argument("--service", default="raybus-webhook", help="the webhook's Service (the certificate's names)")
     p.add_argument("--webhook-configuration", default="raybus-validating-webhook",
                    help="the ValidatingWebhookConfiguration whose caBundle to set")
     p.add_argument("--host", action="append", default=[], help="another name or IP for the certificate (repeatable)")
     p.add_argument("--renew", action="store_true", help="renew the serving certificate now")
-    p.add_argument("--renew-within-days", type=float, default=30.0)
-    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "raybus-system"))
-    p.add_argument("--kubeconfig", default=os.environ.get("RAYBUS_KUBECONFIG"))
+    p.add_argument("--renew-within-days", type=float, default=30.0,
+                   help="renew when the certificate expires within this many days (default 30)")
+    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "raybus-system"),
+                   help="namespace of the Secret and Service (env POD_NAMESPACE; default raybus-system)")
+    p.add_argument("--kubeconfig", default=os.environ.get("RAYBUS_KUBECONFIG"),
+                   help="kubeconfig to use (env RAYBUS_KUBECONFIG; default: in-cluster)")
     p.set_defaults(func=run)
 
 

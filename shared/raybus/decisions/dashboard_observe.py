@@ -1,14 +1,15 @@
 """One poll round's answers -> the cluster's next observation (pure).
 
-Rules (issue 10 "faults never produce a wrong state"):
+Rules (a fault never produces a wrong state):
 - A part that could not be read this round (timeout, 5xx, garbage, HTML 502) keeps its last known
   value; only a definite answer changes it. A 404 on a declared job, or its absence from the full
   job list, is definite: the job moves to `jobs_missing`.
 - `reachable` turns False only after `unreachable_after` failed rounds in a row (one glitch is not
   worth two observations), and True as soon as the dashboard answers anything.
 - The ghost record real Ray re-creates after DELETE of a job (FAILED/JOB_SUPERVISOR_ACTOR_DIED,
-  README §3) is never the job's status: a job last seen for real keeps that observation, flagged
-  `ghost=True`; a job never seen for real (or seen missing) stays in `jobs_missing` only.
+  ../shared/ray-dashboard/README.md §3) is never the job's status: a job last seen for real keeps
+  that observation, flagged `ghost=True`; a job never seen for real (or seen missing) stays in
+  `jobs_missing` only.
 - Only what is declared is reported: undeclared jobs, Serve when no one wants it, and proxies of
   pods no longer declared are dropped.
 The poller publishes the result only when it differs from the last published observation.

@@ -17,7 +17,7 @@ DEAD_LETTERS = Counter("raybus_dead_letters_total", "Undecodable bus messages se
 MESSAGES = Counter("raybus_messages_total", "Bus messages handled", ["service", "kind", "outcome"])
 # What woke each reconcile (the last trigger's cause: "<event> <kind>", or "requeue" for the
 # replica's own requeues/look-agains) and what it decided: "commands", "status" (a status write
-# only) or "nothing". Reconciles that decide nothing are the CPU to cut (issue 20).
+# only) or "nothing". Reconciles that decide nothing are CPU spent for no change.
 RECONCILE_CAUSES = Counter("raybus_reconcile_causes_total", "Reconciles by cause and what they decided",
                            ["controller", "cause", "decided"])
 COMMANDS = Counter("raybus_commands_total", "Commands executed", ["op", "result"])

@@ -133,7 +133,7 @@ class ObjectCache:
         try:
             # Parsed by pydantic-core's JSON parser, then validated as Python objects: the same
             # checks (str/Literal/dict fields only), a quarter less CPU than model_validate_json
-            # on a Pod, and this runs for every object event every replica follows (issue 20).
+            # on a Pod, and this runs for every object event every replica follows.
             event = ObjectEvent.model_validate(from_json(msg.data))
         except ValueError:  # invalid JSON, or a ValidationError (a ValueError too)
             log.warning("undecodable object event skipped", extra={"subject": msg.subject})
@@ -279,9 +279,9 @@ class ObjectCache:
         False when the stream holds a newer one (waited for, up to `timeout`, so a reconcile
         started after this sees it): a decision made on the older copy must not be published.
         Each kind has its own ordered consumer, and one whose NATS node died stalls until its
-        heartbeat check resets it, while the others go on: the chaos soak saw a RayCluster's
-        deletion held back that way while the GC's Pod deletions arrived, and 4 head Pods created
-        in 3 s for the deleted RayCluster (each removed by the GC, each "0 head Pods" again)."""
+        heartbeat check resets it, while the others go on: a RayCluster's deletion can be held
+        back that way while the GC's Pod deletions arrive, and each "0 head Pods" would create
+        another head for the deleted RayCluster (each removed by the GC in turn)."""
         at = self._at.get((kind.value, namespace, name))
         if at is None:
             return True

@@ -219,11 +219,10 @@ class ControllerRuntime:
 
     # --- consuming triggers ---------------------------------------------------------------------
     async def _bind(self, p: int) -> JetStreamContext.PullSubscription:
-        """The partition's trigger consumer, retried until it is there. A failure here used to end
-        the fetcher while the lease stayed held: in the chaos soak a reconciler taking partitions
-        over during a NATS node restart (NoStreamResponseError) never consumed two of them again,
-        and their RayJobs were never reconciled (a deletion never finalized, a new one never
-        initialized)."""
+        """The partition's trigger consumer, retried until it is there. The lease stays held while
+        this runs, so a bind that gave up (NoStreamResponseError while a NATS node restarts)
+        would leave the partition owned and never consumed: its objects never reconciled, a
+        deletion never finalized, a new object never initialized."""
         js = self._nc.jetstream()
         config = trigger_consumer_config(self.controller, p, self.bus)
 

@@ -23,7 +23,7 @@ the cache already shows counts as written, Outcome or not (`status_pending(cache
 cap is then only for a write that never happened. It is 120 s, not less: while 1,000 clusters
 are created, a RayCluster status waits behind command batches (the executor yields to them)
 for over a minute, and at a 30 s cap every cluster sent its status again every 30 s, a third of
-the cluster-reconciler's runs (issue 20). A status is level state: sending the same one again
+the cluster-reconciler's runs. A status is level state: sending the same one again
 costs at most one API write.
 """
 

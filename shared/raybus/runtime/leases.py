@@ -56,7 +56,8 @@ class PartitionLeases:
         """Live replicas of this controller: the member keys (the bucket's TTL expires a dead
         one's), counted from the stream's per-subject state. Not `kv.keys()`: that creates an
         ephemeral consumer at every tick, which the server refuses right after SIGKILLs ("maximum
-        consumers limit reached", seen in the chaos soak), and on a 3-node cluster its listing
+        consumers limit reached": the killed processes' consumers have not expired), and on a
+        3-node cluster its listing
         can end empty (consumer info asked before the consumer knows its pending count)."""
         bucket = f"$KV.{s.KV_LEASES}."
         prefix = f"{bucket}{s.member_prefix(self._controller)}"
@@ -113,8 +114,8 @@ class PartitionLeases:
             except (KeyWrongLastSequenceError, KeyNotFoundError):
                 # Someone else holds it; or it changed under nats-py's create, which after a
                 # "wrong last sequence" reads the key back and raises KeyNotFoundError when a
-                # replica released it meanwhile (a restarted job-reconciler exited on it at
-                # start in the chaos soak). Either way: not ours this tick.
+                # replica released it meanwhile (a replica restarting while others rebalance
+                # meets it). Either way: not ours this tick.
                 continue
         return changes
 

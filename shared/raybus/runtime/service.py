@@ -50,17 +50,17 @@ class CommonSettings(BaseModel):
     # reconcilers: a key woken by events runs at most once per this many seconds (workqueue.py);
     # None: the controller's default (the RayCluster controller 1 s, the others 0)
     min_interval_s: float | None = None
-    auth: BusAuth = BusAuth()  # NATS/Redis users, password files, CA (README "Security model")
+    auth: BusAuth = BusAuth()  # NATS/Redis users, password files, CA (docs/security.md)
     # Declare streams and KV buckets at start (a dev bus). A secured bus has `bus-admin` declare
     # them once; services then only wait for them (their users may not change a stream).
     bus_declare: bool = True
     # uvloop: libuv's loop, and its transports (TLS included) in C. Every bus message is a socket
     # write and a wake-up; on asyncio's own loop that plumbing was the largest item in every
-    # service's profile (issue 20). "asyncio" keeps the standard loop.
+    # service's profile. "asyncio" keeps the standard loop.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
     # CPython's cyclic GC runs a young collection every 700 container allocations; one decoded
     # Pod is hundreds of dicts and lists, so at 1,000 clusters the collector took a fifth of the
-    # command-executor's CPU (issue 20, py-spy --native). Our objects are freed by reference
+    # command-executor's CPU (py-spy --native). Our objects are freed by reference
     # counting (JSON trees have no cycles), so collect young objects 1 in gc_gen0 allocations.
     # 0: CPython's defaults.
     gc_gen0: int = GC_GEN0
@@ -102,7 +102,7 @@ def common_parser(service: str) -> argparse.ArgumentParser:
                         default=float(interval) if interval else None,
                         help="reconcilers: an object woken by events runs at most once per this "
                              "many seconds (default: RayCluster 1, RayJob/RayService 0)")
-    # Credentials by reference (files a Secret mounts), README "Security model".
+    # Credentials by reference (files a Secret mounts), docs/security.md.
     for name in ("NATS_USER", "NATS_PASSWORD_FILE", "NATS_CA_FILE", "REDIS_USER",
                  "REDIS_PASSWORD_FILE", "REDIS_CA_FILE"):
         parser.add_argument("--" + name.lower().replace("_", "-"), default=_env(name, None))

@@ -109,9 +109,9 @@ class StepRunner:
                 await self._interests.publish(controller=self._ctx.controller, key=key, kind=self._kind.value,
                                               interest=interests[0], more=interests[1:], uid=uid)
         finally:
-            # Whatever went out is waited for, even when a later publish failed: the chaos soak
-            # saw a Serve config PUT 8 times in 0.8 s, each round's command published and its
-            # interest publish failing in a NATS election, so no round knew of the one before.
+            # Whatever went out is waited for, even when a later publish failed: otherwise a round
+            # whose command went out and whose interest publish failed (a NATS election) is
+            # decided again, and each retry sends the same Serve config PUT once more.
             self.barrier.wrote(key, batch=batch_id if wrote_commands else None,
                                status=(s.status_batch_id(batch_id), rv) if step.status is not None else None,
                                dashboard=dashboard_ids, base_rv=rv)

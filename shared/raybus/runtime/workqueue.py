@@ -71,8 +71,8 @@ class WorkQueue(Generic[K, T]):
             # other) runs at most once per min_interval_s on events; a quiet key still runs
             # delay_s after its first event. Level-triggered, the later run sees every event
             # the skipped ones would have; KubeRay decides on each event, but its own pace
-            # while a cluster changes is the 2 s requeue (issue 20: two thirds of the runs
-            # decided nothing).
+            # while a cluster changes is the 2 s requeue (deciding on each Pod step, two thirds
+            # of the runs decided nothing).
             delay_s = max(delay_s, started + self.min_interval_s - loop.time())
         self._soon[key] = loop.call_later(delay_s, self._fire_soon, key)
 
@@ -122,7 +122,7 @@ class WorkQueue(Generic[K, T]):
         if timer is not None:
             # A requeue asked for by an earlier run: this run reads the state that requeue was
             # waiting for and asks for its own (controller-runtime keeps both; the older one
-            # then decided nothing, a fifth of a cluster's runs in issue 20's benchmark).
+            # then decided nothing, a fifth of a cluster's runs in bench_clusters).
             timer.cancel()
         if self.min_interval_s > 0:
             now = asyncio.get_running_loop().time()

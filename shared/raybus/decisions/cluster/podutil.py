@@ -192,8 +192,8 @@ def _worker_status_view(pod: Pod, st: dict[str, Any]) -> None:
     first), and its containers only by the Ray container's terminated state (shouldDeletePod's
     getRayContainerStateTerminated). The head keeps them whole: calculateStatus reads its
     waiting reasons and messages. So the kubelet's first status (ContainerCreating, Ready=False
-    while Pending) changes nothing a decision reads of a worker (issue 20: a quarter of the
-    worker updates on the bus)."""
+    while Pending) changes nothing a decision reads of a worker (a quarter of the worker
+    updates on the bus)."""
     ready = pod_condition(pod, "Ready") if phase(pod) == "Running" else None
     st["conditions"] = ready.get("status") if ready is not None else None
     st["containerStatuses"] = ray_container_terminated(pod)

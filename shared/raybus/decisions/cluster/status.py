@@ -192,7 +192,7 @@ def _head_service_ip_and_name(
 
 # The desired* status fields of each RayCluster while its defaulted spec is the same object
 # (decisions/memo.py): they depend on the spec only, and summing every group's Quantities on
-# every reconcile was ~3% of the cluster-reconciler's CPU (issue 20, bench_clusters --profile).
+# every reconcile was ~3% of the cluster-reconciler's CPU (bench_clusters --profile).
 _DESIRED: LastPerObject[dict[str, str]] = LastPerObject()
 
 

@@ -1,6 +1,6 @@
 """Kubernetes / Go time formatting for RayJob status and messages.
 
-Status timestamps are metav1.Time: RFC 3339, second precision, UTC (``2024-07-02T17:02:21Z``).
+Status timestamps are metav1.Time: RFC 3339, second precision, UTC (``YYYY-MM-DDThh:mm:ssZ``).
 Every deadline is derived from these persisted timestamps and the caller's ``now``, never from a
 process timer, so a restarted reconciler fires TTLs and deadlines on time.
 """
@@ -42,7 +42,7 @@ def go_time_string(dt: datetime) -> str:
 
 
 def go_date_time(dt: datetime) -> str:
-    """time.DateTime layout ("2006-01-02 15:04:05")."""
+    """Go's time.DateTime layout: "YYYY-MM-DD hh:mm:ss" (Go writes it as its reference time)."""
     return utc(dt).strftime("%Y-%m-%d %H:%M:%S")
 
 
