@@ -21,12 +21,14 @@ from raybus.bus.ledger import BatchLedger
 from raybus.bus.publish import publish_commands, publish_status
 from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.decisions.commands import Command, UpdateStatus
+from raybus.decisions.settings import DecisionSettings
 from raybus.observability import kuberay
 from raybus.runtime.batches import BatchResolver, PublishedBatches
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime, ReconcileFn
+from raybus.runtime.decision_settings import add_decision_flags, decision_settings
 from raybus.runtime.outcomes import OutcomeTracker
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.service import CommonSettings, common_parser, common_settings, serve
 
 log = logging.getLogger(__name__)
 # The primary kinds whose KubeRay metrics a reconciler exports (observability/kuberay.py).
@@ -157,3 +159,16 @@ class ReconcilerApp:
             await self._store.close()
         if self._nc is not None:
             await self._nc.drain()
+
+
+def reconciler_main(service: str,
+                    create_app: Callable[[CommonSettings, DecisionSettings], ReconcilerApp]) -> None:
+    """A reconciler process's main: flags/env -> settings -> run until SIGTERM. KubeRay reads its
+    knobs (ENABLE_RANDOM_POD_DELETE, RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS, ENABLE_ZERO_DOWNTIME,
+    ...) from the operator's environment; so does every reconciler, once, here at the edge, and
+    passes them into pure decision code."""
+    parser = common_parser(service)
+    add_decision_flags(parser)
+    args = parser.parse_args()
+    settings = common_settings(service, args)
+    serve(settings, create_app(settings, decision_settings(args)), needs=("nats", "redis"))

@@ -20,7 +20,7 @@ from raybus.bus.ledger import REVOKED, BatchLedger, command_key
 from raybus.bus.publish import publish_object
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.cluster.expectations import ScaleExpectations
-from raybus.decisions.cluster.settings import OperatorSettings
+from raybus.decisions.settings import DecisionSettings
 from raybus.runtime.controller import Result
 from raybus.runtime.service import CommonSettings
 from raybus.testing.servers import NatsServer, RedisServer
@@ -52,7 +52,7 @@ async def _app(nats_server: NatsServer, redis_server: RedisServer,
     await nc.close()
     app = ClusterReconcilerApp(CommonSettings(service="cluster-reconciler", nats_url=nats_server.url,
                                               redis_url=redis_server.url, replica_id="glue"),
-                               OperatorSettings())
+                               DecisionSettings())
     await app.start()
     return app
 
