@@ -12,7 +12,7 @@ from raybus.decisions.cluster import podutil
 from raybus.decisions.settings import DecisionSettings
 from raybus.runtime.controller import ReconcileFn
 from raybus.runtime.reconciler_app import ReconcilerApp, ReconcilerContext
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import ReconcilerSettings
 
 KINDS = [s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.SERVICE, s.Kind.INGRESS, s.Kind.SERVICEACCOUNT,
          s.Kind.ROLE, s.Kind.ROLEBINDING, s.Kind.JOB, s.Kind.NETWORKPOLICY,
@@ -26,7 +26,7 @@ MIN_INTERVAL_S = 1.0
 
 
 class ClusterReconcilerApp(ReconcilerApp):
-    def __init__(self, settings: CommonSettings, decisions: DecisionSettings) -> None:
+    def __init__(self, settings: ReconcilerSettings, decisions: DecisionSettings) -> None:
         self.reconciler: ClusterReconciler | None = None
 
         def make(ctx: ReconcilerContext) -> ReconcileFn:
@@ -55,5 +55,5 @@ class ClusterReconcilerApp(ReconcilerApp):
             self.runtime.wake(ObjectKey(namespace=namespace, name=cluster), cause)
 
 
-def create_app(settings: CommonSettings, decisions: DecisionSettings | None = None) -> ReconcilerApp:
+def create_app(settings: ReconcilerSettings, decisions: DecisionSettings | None = None) -> ReconcilerApp:
     return ClusterReconcilerApp(settings, decisions or DecisionSettings())

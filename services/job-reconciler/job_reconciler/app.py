@@ -8,13 +8,13 @@ from raybus.bus import subjects as s
 from raybus.decisions.settings import DecisionSettings
 from raybus.runtime.controller import ReconcileFn
 from raybus.runtime.reconciler_app import ReconcilerApp, ReconcilerContext
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import ReconcilerSettings
 
 KINDS = [s.Kind.RAYJOB, s.Kind.RAYCLUSTER, s.Kind.JOB, s.Kind.POD, s.Kind.SERVICE]
 
 
 class JobReconcilerApp(ReconcilerApp):
-    def __init__(self, settings: CommonSettings, decisions: DecisionSettings) -> None:
+    def __init__(self, settings: ReconcilerSettings, decisions: DecisionSettings) -> None:
         self.reconciler: JobReconciler | None = None
 
         def make(ctx: ReconcilerContext) -> ReconcileFn:
@@ -28,5 +28,5 @@ class JobReconcilerApp(ReconcilerApp):
                          scopes={s.Kind.POD: "rayjob"})
 
 
-def create_app(settings: CommonSettings, decisions: DecisionSettings | None = None) -> ReconcilerApp:
+def create_app(settings: ReconcilerSettings, decisions: DecisionSettings | None = None) -> ReconcilerApp:
     return JobReconcilerApp(settings, decisions or DecisionSettings())

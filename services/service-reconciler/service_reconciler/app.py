@@ -12,7 +12,7 @@ from raybus.bus import subjects as s
 from raybus.decisions.settings import DecisionSettings
 from raybus.runtime.controller import ReconcileFn
 from raybus.runtime.reconciler_app import ReconcilerApp, ReconcilerContext
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import ReconcilerSettings
 from service_reconciler.reconciler import ServiceReconciler
 
 # What the reconcile reads: its RayClusters, their head Pods, its Services and their EndpointSlices,
@@ -22,7 +22,7 @@ KINDS = [s.Kind.RAYSERVICE, s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.SERVICE, s.Kin
 
 
 class ServiceReconcilerApp(ReconcilerApp):
-    def __init__(self, settings: CommonSettings, decisions: DecisionSettings) -> None:
+    def __init__(self, settings: ReconcilerSettings, decisions: DecisionSettings) -> None:
         self.reconciler: ServiceReconciler | None = None
 
         def make(ctx: ReconcilerContext) -> ReconcileFn:
@@ -34,5 +34,5 @@ class ServiceReconcilerApp(ReconcilerApp):
                          kinds=KINDS, make_reconcile=make, dashboard=True, scopes={s.Kind.POD: "rayservice"})
 
 
-def create_app(settings: CommonSettings, decisions: DecisionSettings | None = None) -> ReconcilerApp:
+def create_app(settings: ReconcilerSettings, decisions: DecisionSettings | None = None) -> ReconcilerApp:
     return ServiceReconcilerApp(settings, decisions or DecisionSettings())

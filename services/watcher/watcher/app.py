@@ -23,6 +23,7 @@ from typing import Any
 from nats.aio.client import Client as NATS
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from pydantic import AliasChoices, Field
 
 from raybus.adapters.informer import PUBLISH_WINDOW, Informer, Reconnect, watch_namespaces
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
@@ -34,7 +35,7 @@ from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.observability import busstate
 from raybus.observability.metrics import MESSAGES
 from raybus.runtime.cache import ObjectCache
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import NOT_A_FLAG, CommonSettings, KubeSettings
 from raybus.runtime.tasks import cancel_and_wait
 from watcher.optional import served
 from watcher.routing import (
@@ -61,19 +62,20 @@ Json = dict[str, Any]
 SERVICE = "watcher"
 
 
-class WatcherSettings(CommonSettings):
-    service: str = SERVICE
-    resync_s: float = 600.0  # periodic relist: the safety net for anything a watch missed
-    watch_timeout_s: int = 300  # client-go's minWatchTimeout
-    namespace: str | None = None  # KubeRay's --watch-namespace: comma-separated (None or "": all)
-    kube_qps: float = 100.0
-    kube_burst: int = 200
-    batch_scheduler: str = ""  # the operator's --batch-scheduler: which PodGroups to watch
-    discovery_s: float = 30.0  # how often optional kinds (Gateway API, PodGroups) are looked for
-    publish_window: int = PUBLISH_WINDOW  # watch-event publishes in flight per kind (1: strictly serial)
-    # How often the bus's stream and consumer state is read for /metrics (observability/busstate);
-    # 0: not at all.
-    bus_state_s: float = 10.0
+class WatcherSettings(KubeSettings):
+    service: str = Field(default=SERVICE, json_schema_extra=NOT_A_FLAG)
+    resync_s: float = Field(default=600.0, description="periodic relist: the safety net for anything a watch missed")
+    watch_timeout_s: int = Field(default=300, description="a watch's timeout (client-go's minWatchTimeout)")
+    namespace: str | None = Field(default=None, validation_alias=AliasChoices("namespace", "RAYBUS_WATCH_NAMESPACE"),
+                                  description="namespaces to watch, comma-separated (KubeRay's --watch-namespace); "
+                                  "default all")
+    batch_scheduler: str = Field(default="", description="the operator's --batch-scheduler: also watch its PodGroups")
+    discovery_s: float = Field(default=30.0, description="how often API discovery is read for optional kinds "
+                               "(Gateway API, PodGroups)")
+    publish_window: int = Field(default=PUBLISH_WINDOW, description="watch-event publishes in flight per kind; "
+                                "1: every event of a kind strictly in order")
+    bus_state_s: float = Field(default=10.0, description="how often the bus's stream/consumer state is read "
+                               "for /metrics (0: never)")
 
 
 class Watcher:
@@ -116,7 +118,8 @@ class Watcher:
                                       name=f"watcher-{self.settings.replica_id}",
                                       max_reconnect_attempts=-1)
         await ensure_streams(self.nc.jetstream(), BusSettings(partitions=self.settings.partitions,
-                                                                 declare=self.settings.bus_declare))
+                                                                 declare=self.settings.bus_declare,
+                                                                 replicas=self.settings.stream_replicas))
         if self.settings.bus_state_s > 0:
             self._bus_state = busstate.BusState(self.nc, interval_s=self.settings.bus_state_s)
             busstate.export(self._bus_state)

@@ -1,6 +1,6 @@
 """`raybus` command line: `up` (local stack), `tap` (watch the bus), `render` (preview objects),
 `bus-secrets`/`bus-init` (the secured bus's install steps), `webhook-secrets` (the optional
-validating webhook's certificate)."""
+validating webhook's certificate), `config` (a service's effective configuration)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="raybus", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from raybus.cli import bus, render, tap, up, webhook
+    from raybus.cli import bus, config, render, tap, up, webhook
     from raybus.observability.logging import quiet_tls_close_notice
 
     quiet_tls_close_notice()  # the CLI talks TLS to the bus too (bus-init, tap, raybus up)
@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     render.add_parser(sub)
     bus.add_parser(sub)
     webhook.add_parser(sub)
+    config.add_parser(sub)
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result

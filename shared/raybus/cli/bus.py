@@ -11,15 +11,16 @@ Kubernetes install (the local stack does both itself).
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
 from raybus.bus import security
 from raybus.bus.connect import BusAuth, nats_options
+from raybus.runtime.settings import CliSettings, CommonSettings
 
 
 def add_parser(sub: Any) -> None:
+    env = CliSettings()
     p = sub.add_parser("bus-secrets", help="generate the bus's TLS material and per-role credentials")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--host", action="append", default=[],
@@ -32,14 +33,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--k8s-secret", default=None, metavar="NAME",
                    help="also create Secret NAME (flat keys, see README) unless it exists: the install's "
                         "raybus-bus-secrets Job")
-    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "raybus-system"))
-    p.add_argument("--kubeconfig", default=os.environ.get("RAYBUS_KUBECONFIG"))
+    p.add_argument("--namespace", default=env.namespace)
+    p.add_argument("--kubeconfig", default=env.kubeconfig)
     p.set_defaults(func=run_secrets)
     q = sub.add_parser("bus-init", help="declare every stream and KV bucket as bus-admin")
-    q.add_argument("--nats-url", default=os.environ.get("RAYBUS_NATS_URL", "nats://127.0.0.1:4222"))
-    q.add_argument("--nats-user", default=os.environ.get("RAYBUS_NATS_USER"))
-    q.add_argument("--nats-password-file", default=os.environ.get("RAYBUS_NATS_PASSWORD_FILE"))
-    q.add_argument("--nats-ca-file", default=os.environ.get("RAYBUS_NATS_CA_FILE"))
+    q.add_argument("--nats-url", default=env.nats_url)
+    q.add_argument("--nats-user", default=env.nats_user)
+    q.add_argument("--nats-password-file", default=env.nats_password_file)
+    q.add_argument("--nats-ca-file", default=env.nats_ca_file)
     q.set_defaults(func=run_init)
 
 
@@ -95,6 +96,6 @@ def run_init(args: argparse.Namespace) -> int:
 
     auth = BusAuth(nats_user=args.nats_user, nats_password_file=args.nats_password_file,
                    nats_ca_file=args.nats_ca_file)
-    declare_bus(nats_options(args.nats_url, auth))
+    declare_bus(nats_options(args.nats_url, auth), replicas=CommonSettings().stream_replicas)
     print("bus declared", flush=True)
     return 0

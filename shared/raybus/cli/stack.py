@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from typing import Any
 from raybus.bus import declare as bus_declare
 from raybus.bus import security
 from raybus.bus.permissions import SERVICE_ROLES, Role
+from raybus.bus.streams import BusSettings
+from raybus.runtime.settings import process_environment
 from raybus.testing.servers import (
     NatsCluster,
     NatsServer,
@@ -129,8 +130,7 @@ class LocalStack:
             self.nats = start_nats(self.home / "nats", secrets=self.secrets)
         self.redis = start_redis(self.home / "redis", secrets=self.secrets)
         if self.secure:
-            with _environ(replicas):  # declare_bus runs here and reads RAYBUS_STREAM_REPLICAS
-                declare_bus(self.nats.options(Role.BUS_ADMIN.value))
+            declare_bus(self.nats.options(Role.BUS_ADMIN.value), replicas=max(1, self.nats_nodes))
         self.api_port, self.dashboard_port, self.ray_events_port = free_ports(3)
         self.env = stack_env({
             "RAYBUS_NATS_URL": self.nats.url, "RAYBUS_REDIS_URL": self.redis.url,
@@ -139,7 +139,7 @@ class LocalStack:
             # the simulated heads' Serve proxies (a real head: http://{pod_ip}:{port})
             "RAYBUS_PROXY_URL_TEMPLATE": f"{self.dashboard_url}/{{namespace}}/{{cluster}}/serve",
             **replicas,
-        }, os.environ, self.extra_env)
+        }, process_environment(), self.extra_env)
         (self.home / "env").write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
         # The watcher and the command-executor run with their ServiceAccounts' tokens, bound to
         # the ClusterRoles of deploy/kustomize/base/rbac.yaml: every missing permission shows up here, as
@@ -207,7 +207,7 @@ class LocalStack:
     def spawn(self, name: str, args: list[str]) -> Proc:
         log = self.home / "logs" / f"{name}.log"
         argv = [sys.executable, *args]
-        env = {**os.environ, **self.env}
+        env = {**process_environment(), **self.env}
         service = args[1] if len(args) > 1 and args[0] == "-m" else ""
         metrics_port = 0
         if service in SERVICES:  # each service's Prometheus endpoint, on loopback
@@ -265,23 +265,9 @@ class LocalStack:
             self.nats.stop()
 
 
-def declare_bus(options: dict[str, Any]) -> None:
+def declare_bus(options: dict[str, Any], *, replicas: int = 1) -> None:
     """`raybus bus-init` from synchronous code (the stack starts before any event loop runs)."""
-    asyncio.run(bus_declare.declare_bus(options))
-
-
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    asyncio.run(bus_declare.declare_bus(options, BusSettings(replicas=replicas)))
 
 
 def stop_proc(proc: Proc, *, kill: bool = False) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from raybus.bus import subjects as s
 from raybus.bus.connect import BusAuth, connect_nats
+from raybus.runtime.settings import CliSettings
 
 SHORTHANDS = {"obj", "trigger", "cmd", "status", "outcome", "dash", "dlq"}
 
@@ -77,16 +78,15 @@ def summarize(subject: str, data: bytes) -> dict[str, Any]:
 def tap_auth(*, local_stack: bool) -> BusAuth:
     """The read-only `tap` user: RAYBUS_NATS_* from the environment, else (no --nats-url given)
     the credentials `raybus up` generated."""
-    import os
 
     from raybus.bus import security
     from raybus.bus.permissions import Role
     from raybus.cli.up import HOME
 
-    if os.environ.get("RAYBUS_NATS_USER"):
-        return BusAuth(nats_user=os.environ["RAYBUS_NATS_USER"],
-                       nats_password_file=os.environ.get("RAYBUS_NATS_PASSWORD_FILE"),
-                       nats_ca_file=os.environ.get("RAYBUS_NATS_CA_FILE"))
+    given = CliSettings()
+    if given.nats_user:
+        return BusAuth(nats_user=given.nats_user, nats_password_file=given.nats_password_file,
+                       nats_ca_file=given.nats_ca_file)
     secrets = HOME / "secrets"
     if local_stack and (secrets / "ca.pem").exists():
         env = security.service_env(secrets, Role.TAP, redis=False)

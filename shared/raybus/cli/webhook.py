@@ -20,7 +20,6 @@ import asyncio
 import base64
 import datetime as dt
 import ipaddress
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +27,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from raybus.runtime.settings import CliSettings
 
 CA_DAYS = 3650
 CERT_DAYS = 365
@@ -115,8 +116,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host", action="append", default=[], help="another name or IP for the certificate (repeatable)")
     p.add_argument("--renew", action="store_true", help="renew the serving certificate now")
     p.add_argument("--renew-within-days", type=float, default=30.0)
-    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "raybus-system"))
-    p.add_argument("--kubeconfig", default=os.environ.get("RAYBUS_KUBECONFIG"))
+    p.add_argument("--namespace", default=CliSettings().namespace)
+    p.add_argument("--kubeconfig", default=CliSettings().kubeconfig)
     p.set_defaults(func=run)
 
 

@@ -26,9 +26,9 @@ from raybus.observability import kuberay
 from raybus.runtime.batches import BatchResolver, PublishedBatches
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime, ReconcileFn
-from raybus.runtime.decision_settings import add_decision_flags, decision_settings
 from raybus.runtime.outcomes import OutcomeTracker
-from raybus.runtime.service import CommonSettings, common_parser, common_settings, serve
+from raybus.runtime.service import serve
+from raybus.runtime.settings import ReconcilerSettings, load
 
 log = logging.getLogger(__name__)
 # The primary kinds whose KubeRay metrics a reconciler exports (observability/kuberay.py).
@@ -41,7 +41,7 @@ class ReconcilerContext:
     cache: ObjectCache
     store: StateStore
     controller: s.Controller
-    settings: CommonSettings
+    settings: ReconcilerSettings
     outcomes: OutcomeTracker
     batches: BatchResolver
     published: PublishedBatches
@@ -79,7 +79,7 @@ class ReconcilerContext:
 
 
 class ReconcilerApp:
-    def __init__(self, settings: CommonSettings, *, controller: s.Controller,
+    def __init__(self, settings: ReconcilerSettings, *, controller: s.Controller,
                  primary_kind: s.Kind, kinds: list[s.Kind],
                  make_reconcile: Callable[[ReconcilerContext], ReconcileFn],
                  bus: BusSettings | None = None, dashboard: bool = False,
@@ -94,7 +94,8 @@ class ReconcilerApp:
         self._make = make_reconcile
         self._dashboard = dashboard  # also follow dashboard observations and this controller's results
         self._scopes = scopes  # kinds followed in one subject scope only (ObjectCache)
-        self._bus = bus or BusSettings(partitions=settings.partitions, declare=settings.bus_declare)
+        self._bus = bus or BusSettings(partitions=settings.partitions, declare=settings.bus_declare,
+                                       replicas=settings.stream_replicas)
         self.runtime: ControllerRuntime | None = None
         self.outcomes: OutcomeTracker | None = None
         self.context: ReconcilerContext | None = None
@@ -113,7 +114,7 @@ class ReconcilerApp:
                             scopes=self._scopes)
         self.outcomes = OutcomeTracker(self._nc, self._controller)
         published = PublishedBatches()
-        ledger = await BatchLedger.open(self._nc.jetstream(), declare=self._bus.declare)
+        ledger = await BatchLedger.open(self._nc.jetstream(), declare=self._bus.declare, replicas=self._bus.replicas)
         ctx = ReconcilerContext(nc=self._nc, cache=cache, store=self._store,
                                 controller=self._controller, settings=self.settings,
                                 outcomes=self.outcomes, published=published, ledger=ledger,
@@ -162,13 +163,10 @@ class ReconcilerApp:
 
 
 def reconciler_main(service: str,
-                    create_app: Callable[[CommonSettings, DecisionSettings], ReconcilerApp]) -> None:
+                    create_app: Callable[[ReconcilerSettings, DecisionSettings], ReconcilerApp]) -> None:
     """A reconciler process's main: flags/env -> settings -> run until SIGTERM. KubeRay reads its
     knobs (ENABLE_RANDOM_POD_DELETE, RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS, ENABLE_ZERO_DOWNTIME,
     ...) from the operator's environment; so does every reconciler, once, here at the edge, and
     passes them into pure decision code."""
-    parser = common_parser(service)
-    add_decision_flags(parser)
-    args = parser.parse_args()
-    settings = common_settings(service, args)
-    serve(settings, create_app(settings, decision_settings(args)), needs=("nats", "redis"))
+    settings = load(ReconcilerSettings, service)
+    serve(settings, create_app(settings, settings.decisions()), needs=("nats", "redis"))

@@ -23,6 +23,8 @@ import tarfile
 import urllib.request
 from pathlib import Path
 
+from raybus.runtime.settings import process_environment
+
 K8S_VERSION = "1.36.2"
 REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager")
 REPO = Path(__file__).resolve().parents[3]
@@ -49,7 +51,7 @@ class AssetsUnavailable(RuntimeError):
 
 def ensure_assets() -> Path:
     """The folder holding etcd, kube-apiserver and kube-controller-manager (see module doc)."""
-    given = os.environ.get("KUBEBUILDER_ASSETS")
+    given = process_environment().get("KUBEBUILDER_ASSETS")
     if given:
         folder = Path(given)
         missing = [n for n in REQUIRED if not _executable(folder / n)]

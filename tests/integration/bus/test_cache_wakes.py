@@ -15,7 +15,7 @@ from raybus.bus.envelopes import ObjectEvent, ObjectKey, Trigger
 from raybus.bus.publish import publish_object
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.settings import DecisionSettings
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import ReconcilerSettings
 from raybus.testing.servers import NatsServer, RedisServer
 from raybus.testing.streams import stream_messages
 from tests.integration.boundary.conftest import until
@@ -36,7 +36,7 @@ async def test_pod_events_wake_their_raycluster_without_a_trigger(
     js = nc.jetstream()
     await ensure_streams(js)
     # No minimum interval: each wake is its own run, so a missing one shows.
-    app = ClusterReconcilerApp(CommonSettings(service="cluster-reconciler", nats_url=nats_server.url,
+    app = ClusterReconcilerApp(ReconcilerSettings(service="cluster-reconciler", nats_url=nats_server.url,
                                               redis_url=redis_server.url, replica_id="wakes",
                                               min_interval_s=0.0), DecisionSettings())
     await app.start()
@@ -86,7 +86,7 @@ async def test_a_replica_that_does_not_hold_the_partition_is_not_woken(
     nc = await nats.connect(nats_server.url)
     js = nc.jetstream()
     await ensure_streams(js)
-    app = ClusterReconcilerApp(CommonSettings(service="cluster-reconciler", nats_url=nats_server.url,
+    app = ClusterReconcilerApp(ReconcilerSettings(service="cluster-reconciler", nats_url=nats_server.url,
                                               redis_url=redis_server.url, replica_id="holder"),
                                DecisionSettings())
     await app.start()

@@ -22,7 +22,7 @@ from raybus.bus.streams import ensure_streams
 from raybus.decisions.cluster.expectations import ScaleExpectations
 from raybus.decisions.settings import DecisionSettings
 from raybus.runtime.controller import Result
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import ReconcilerSettings
 from raybus.testing.servers import NatsServer, RedisServer
 from raybus.testing.streams import stream_messages
 from tests.integration.boundary.conftest import until
@@ -50,7 +50,7 @@ async def _app(nats_server: NatsServer, redis_server: RedisServer,
         await publish_object(nc.jetstream(), ObjectEvent(key=KEY, kind="raycluster", type="ADDED",
                                                          resource_version="7", object=obj))
     await nc.close()
-    app = ClusterReconcilerApp(CommonSettings(service="cluster-reconciler", nats_url=nats_server.url,
+    app = ClusterReconcilerApp(ReconcilerSettings(service="cluster-reconciler", nats_url=nats_server.url,
                                               redis_url=redis_server.url, replica_id="glue"),
                                DecisionSettings())
     await app.start()
