@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from raybus.cli.stack import LocalStack, Proc, wait_for_line
-from raybus.runtime.service import STOP_GRACE_S
+from raybus.runtime.process import STOP_GRACE_S
 from raybus.testing.servers import die_with_parent
 
 

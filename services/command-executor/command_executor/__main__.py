@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from command_executor.app import SERVICE, ExecutorSettings, create_app
-from raybus.runtime.service import serve
+from raybus.runtime.process import serve
 from raybus.runtime.settings import load
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from dashboard_poller.app import create_app
 from dashboard_poller.settings import SERVICE, PollerSettings
-from raybus.runtime.service import serve
+from raybus.runtime.process import serve
 from raybus.runtime.settings import load
 
 

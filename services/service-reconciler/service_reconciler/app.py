@@ -1,6 +1,6 @@
 """service-reconciler: KubeRay's RayService controller as a bus consumer.
 
-The decision is `raybus.decisions.service.reconcile_rayservice` (seed 000, steps 1-14); this
+The decision is `raybus.decisions.rayservice.reconcile_rayservice` (seed 000, steps 1-14); this
 service feeds it from the snapshot cache, the dashboard gateway and Redis, and publishes each
 decision as one step (`service_reconciler.reconciler`). The serve-config cache and the dangling
 clusters' deletion deadlines live in Redis (`service_reconciler.state`).
@@ -26,7 +26,7 @@ class ServiceReconcilerApp(ReconcilerApp):
         self.reconciler: ServiceReconciler | None = None
 
         def make(ctx: ReconcilerContext) -> ReconcileFn:
-            self.reconciler = ServiceReconciler(ctx, decisions.service)
+            self.reconciler = ServiceReconciler(ctx, decisions.rayservice)
             return self.reconciler.reconcile
 
         # Pods: only those of RayService clusters (their heads are read), not every Ray Pod.

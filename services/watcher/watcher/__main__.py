@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raybus.runtime.service import serve
+from raybus.runtime.process import serve
 from raybus.runtime.settings import load
 from watcher.app import SERVICE, WatcherSettings, create_app
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raybus.runtime.service import serve
+from raybus.runtime.process import serve
 from raybus.runtime.settings import load
 from webhook.app import create_app
 from webhook.settings import SERVICE, WebhookSettings

@@ -27,7 +27,7 @@ from raybus.runtime.batches import BatchResolver, PublishedBatches
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime, ReconcileFn
 from raybus.runtime.outcomes import OutcomeTracker
-from raybus.runtime.service import serve
+from raybus.runtime.process import serve
 from raybus.runtime.settings import ReconcilerSettings, load
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 CHILD = textwrap.dedent("""
     import gc, sys, weakref
-    import raybus.runtime.service as svc
+    import raybus.runtime.process as svc
     from raybus.runtime.settings import RaybusSettings, load
 
     settings = load(RaybusSettings, "gc-test", sys.argv[1:])

@@ -9,22 +9,22 @@ from typing import Any
 from raybus.api.predicates import is_incremental_upgrade_enabled
 from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import RayService
-from raybus.decisions.service import constants as c
-from raybus.decisions.service import incremental as inc
-from raybus.decisions.service.clusters import (
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice import incremental as inc
+from raybus.decisions.rayservice.clusters import (
     generate_ray_cluster_name,
     should_prepare_new_cluster,
     spec_for_hashing,
     spec_hash,
 )
-from raybus.decisions.service.model import ServeConfigCacheEntry, ServiceSettings, ServiceSnapshot
-from raybus.decisions.service.rollback import complete_rollback_if_done, is_rollback_in_progress
-from raybus.decisions.service.services import (
+from raybus.decisions.rayservice.model import ServeConfigCacheEntry, ServiceSettings, ServiceSnapshot
+from raybus.decisions.rayservice.rollback import complete_rollback_if_done, is_rollback_in_progress
+from raybus.decisions.rayservice.services import (
     cluster_name_from_service,
     num_serve_endpoints,
     serve_service_name,
 )
-from raybus.decisions.service.status import calculate_conditions, initializing_deadline, is_condition_true
+from raybus.decisions.rayservice.status import calculate_conditions, initializing_deadline, is_condition_true
 
 Json = dict[str, Any]
 BLOCKS = ("activeServiceStatus", "pendingServiceStatus")

@@ -14,8 +14,8 @@ from typing import Any
 
 from raybus.api.rayservice import RayService
 from raybus.decisions.commands import Command, DeleteObject, ObjectRef
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.clusters import ORIGINATED_FROM_CR_NAME, ORIGINATED_FROM_CRD
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.clusters import ORIGINATED_FROM_CR_NAME, ORIGINATED_FROM_CRD
 
 Json = dict[str, Any]
 

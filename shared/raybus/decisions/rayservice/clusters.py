@@ -17,7 +17,7 @@ from raybus.api.settings import FeatureGates
 from raybus.decisions.cluster.hashing import generate_hash_without_replicas_and_workers_to_delete
 from raybus.decisions.cluster.naming import NameAllocator
 from raybus.decisions.commands import merge_patch
-from raybus.decisions.service import constants as c
+from raybus.decisions.rayservice import constants as c
 
 Json = dict[str, Any]
 ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"

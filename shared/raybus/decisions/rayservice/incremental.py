@@ -17,14 +17,14 @@ from typing import Any
 from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import ClusterUpgradeOptions, RayService
 from raybus.decisions.cluster import labels as k
-from raybus.decisions.cluster.services import service_ports
+from raybus.decisions.cluster.k8s_services import service_ports
 from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject
 from raybus.decisions.dashboard_contract import PutServeConfig
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.clusters import owner_reference
-from raybus.decisions.service.model import ServeConfigCacheEntry
-from raybus.decisions.service.serve import TARGET_CAPACITY_REASON, parse_serve_config, serve_config_hash
-from raybus.decisions.service.status import is_condition_true, parse_time
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.clusters import owner_reference
+from raybus.decisions.rayservice.model import ServeConfigCacheEntry
+from raybus.decisions.rayservice.serve import TARGET_CAPACITY_REASON, parse_serve_config, serve_config_hash
+from raybus.decisions.rayservice.status import is_condition_true, parse_time
 
 Json = dict[str, Any]
 

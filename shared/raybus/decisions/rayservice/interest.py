@@ -12,8 +12,8 @@ from typing import Any
 from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import RayService
 from raybus.decisions.dashboard_contract import DashboardInterest
-from raybus.decisions.service.model import ServeConfigCacheEntry
-from raybus.decisions.service.services import serving_port
+from raybus.decisions.rayservice.model import ServeConfigCacheEntry
+from raybus.decisions.rayservice.services import serving_port
 
 Json = dict[str, Any]
 

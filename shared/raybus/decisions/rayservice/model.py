@@ -45,7 +45,7 @@ class ServiceSettings(_Frozen):
 class ServeConfigCacheEntry(_Frozen):
     """What one RayCluster was last given (KubeRay's ServeConfigs LRU value, kept in Redis).
 
-    ``config_hash`` = :func:`raybus.decisions.service.serve.serve_config_hash` of the serveConfigV2
+    ``config_hash`` = :func:`raybus.decisions.rayservice.serve.serve_config_hash` of the serveConfigV2
     string that was submitted (KubeRay caches and compares the string itself).
     """
 

@@ -14,9 +14,9 @@ from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import RayService
 from raybus.api.settings import FeatureGates
 from raybus.decisions.commands import Command, CreateObject, PatchObject
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.cleanup import cluster_ref
-from raybus.decisions.service.clusters import (
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.cleanup import cluster_ref
+from raybus.decisions.rayservice.clusters import (
     apply_modification,
     construct_ray_cluster,
     modify_ray_cluster_patch,

@@ -20,29 +20,29 @@ from typing import Any
 
 from raybus.api.rayservice import RayService
 from raybus.decisions.commands import PatchObject, UpdateStatus
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.cleanup import (
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.cleanup import (
     associated_clusters,
     clean_up_ray_cluster_instance,
     delete_cluster,
 )
-from raybus.decisions.service.model import (
+from raybus.decisions.rayservice.model import (
     ServiceDecision,
     ServiceSettings,
     ServiceSnapshot,
 )
-from raybus.decisions.service.round import Round, changed
-from raybus.decisions.service.serve import (
+from raybus.decisions.rayservice.round import Round, changed
+from raybus.decisions.rayservice.serve import (
     apply_dashboard_results,
     clean_up_serve_config_cache,
     service_ref,
 )
-from raybus.decisions.service.serving import Serving, serve_clusters
-from raybus.decisions.service.status import (
+from raybus.decisions.rayservice.serving import Serving, serve_clusters
+from raybus.decisions.rayservice.status import (
     is_initializing_timeout,
 )
-from raybus.decisions.service.suspend import handle_suspend, owned_resources
-from raybus.decisions.service.validation import rayservice_validation
+from raybus.decisions.rayservice.suspend import handle_suspend, owned_resources
+from raybus.decisions.rayservice.validation import rayservice_validation
 
 Json = dict[str, Any]
 

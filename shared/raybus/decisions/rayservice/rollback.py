@@ -18,9 +18,9 @@ from typing import Any
 
 from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import RayService
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.clusters import spec_for_hashing, spec_hash
-from raybus.decisions.service.status import is_condition_true, remove_condition, set_condition
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.clusters import spec_for_hashing, spec_hash
+from raybus.decisions.rayservice.status import is_condition_true, remove_condition, set_condition
 
 Json = dict[str, Any]
 DESIRED_CLUSTER_SPEC_CHANGED = "DesiredClusterSpecChanged"  # RayServiceConditionReason

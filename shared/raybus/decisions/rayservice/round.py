@@ -8,8 +8,8 @@ from typing import Any
 
 from raybus.decisions.commands import Command
 from raybus.decisions.dashboard_contract import DashboardCommand, DashboardInterest
-from raybus.decisions.service.model import ServeConfigCacheEntry, ServiceDecision
-from raybus.decisions.service.status import inconsistent_statuses, rfc3339
+from raybus.decisions.rayservice.model import ServeConfigCacheEntry, ServiceDecision
+from raybus.decisions.rayservice.status import inconsistent_statuses, rfc3339
 
 Json = dict[str, Any]
 

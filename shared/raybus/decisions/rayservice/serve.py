@@ -21,8 +21,8 @@ from raybus.api.rayservice import RayService
 from raybus.api.settings import FeatureGates
 from raybus.decisions.commands import Command, ObjectRef, RecordEvent
 from raybus.decisions.dashboard_contract import PutServeConfig, ServeAppObservation
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.model import DashboardOutcome, ServeConfigCacheEntry, TimedObservation
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.model import DashboardOutcome, ServeConfigCacheEntry, TimedObservation
 
 Json = dict[str, Any]
 # A PutServeConfig whose reason starts with this is applyServeTargetCapacity's, not updateServeDeployment's.

@@ -11,15 +11,15 @@ from typing import Any
 from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import RayService
 from raybus.decisions.cluster import labels as k
+from raybus.decisions.cluster.k8s_services import head_service_labels, is_serving_port_name, service_ports
 from raybus.decisions.cluster.kuberay_names import check_label, generate_identifier, owner_head_service_name
 from raybus.decisions.cluster.kuberay_names import serve_service_label as kuberay_serve_service_label
 from raybus.decisions.cluster.kuberay_names import serve_service_name as kuberay_serve_service_name
-from raybus.decisions.cluster.services import head_service_labels, is_serving_port_name, service_ports
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject
 from raybus.decisions.dashboard_contract import ClusterObservation
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.clusters import ORIGINATED_FROM_CR_NAME, ORIGINATED_FROM_CRD, owner_reference
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.clusters import ORIGINATED_FROM_CR_NAME, ORIGINATED_FROM_CRD, owner_reference
 
 Json = dict[str, Any]
 # BuildServeService's error (v1.7 wording, which names the serve-* ports too).

@@ -14,26 +14,26 @@ from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import RayService
 from raybus.decisions.commands import RecordEvent
 from raybus.decisions.dashboard_contract import DashboardInterest
-from raybus.decisions.service import constants as c
-from raybus.decisions.service import incremental as inc
-from raybus.decisions.service.calculate import calculate_status
-from raybus.decisions.service.clusters import should_prepare_new_cluster
-from raybus.decisions.service.interest import cluster_interest
-from raybus.decisions.service.model import (
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice import incremental as inc
+from raybus.decisions.rayservice.calculate import calculate_status
+from raybus.decisions.rayservice.clusters import should_prepare_new_cluster
+from raybus.decisions.rayservice.interest import cluster_interest
+from raybus.decisions.rayservice.model import (
     ServeConfigCacheEntry,
     ServiceDecision,
     ServiceSettings,
     ServiceSnapshot,
 )
-from raybus.decisions.service.ray_cluster import reconcile_ray_cluster
-from raybus.decisions.service.rollback import (
+from raybus.decisions.rayservice.ray_cluster import reconcile_ray_cluster
+from raybus.decisions.rayservice.rollback import (
     ROLLBACK_IMPOSSIBLE,
     is_rollback_in_progress,
     reconcile_rollback_state,
 )
-from raybus.decisions.service.round import Round, changed
-from raybus.decisions.service.serve import ServeResult, reconcile_serve, service_ref
-from raybus.decisions.service.services import (
+from raybus.decisions.rayservice.round import Round, changed
+from raybus.decisions.rayservice.serve import ServeResult, reconcile_serve, service_ref
+from raybus.decisions.rayservice.services import (
     ServiceBuildError,
     build_head_service,
     build_serve_service,
@@ -43,7 +43,7 @@ from raybus.decisions.service.services import (
     serve_service_name,
     update_head_pod_serve_label,
 )
-from raybus.decisions.service.status import is_condition_true
+from raybus.decisions.rayservice.status import is_condition_true
 
 Json = dict[str, Any]
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from raybus.api.k8s_names import parse_go_duration_seconds
-from raybus.decisions.service import constants as c
+from raybus.decisions.rayservice import constants as c
 
 Json = dict[str, Any]
 _ATOI = re.compile(r"[+-]?[0-9]+")

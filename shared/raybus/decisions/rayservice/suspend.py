@@ -17,12 +17,12 @@ from typing import Any
 
 from raybus.api.rayservice import RayService
 from raybus.decisions.commands import Command, DeleteObject, ObjectRef
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.cleanup import associated_clusters, delete_cluster
-from raybus.decisions.service.incremental import gateway_name, http_route_name
-from raybus.decisions.service.model import ServeConfigCacheEntry
-from raybus.decisions.service.services import head_service_name, serve_service_name
-from raybus.decisions.service.status import is_condition_true, remove_condition, set_condition
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.cleanup import associated_clusters, delete_cluster
+from raybus.decisions.rayservice.incremental import gateway_name, http_route_name
+from raybus.decisions.rayservice.model import ServeConfigCacheEntry
+from raybus.decisions.rayservice.services import head_service_name, serve_service_name
+from raybus.decisions.rayservice.status import is_condition_true, remove_condition, set_condition
 
 Json = dict[str, Any]
 # handleSuspend's condition messages (v1.7, verbatim).

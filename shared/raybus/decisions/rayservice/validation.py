@@ -14,8 +14,8 @@ from raybus.api.settings import DEFAULT_FEATURE_GATES, FeatureGates
 from raybus.api.validation_service import validate_rayservice_metadata, validate_rayservice_spec
 from raybus.decisions.commands import ObjectRef, RecordEvent, UpdateStatus
 from raybus.decisions.job.validation import VALIDATION_FAILED, ValidationDecision
-from raybus.decisions.service.constants import READY
-from raybus.decisions.service.status import rfc3339, set_condition
+from raybus.decisions.rayservice.constants import READY
+from raybus.decisions.rayservice.status import rfc3339, set_condition
 
 
 def rayservice_validation(service: RayService, *, now: datetime,

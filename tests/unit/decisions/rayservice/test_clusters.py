@@ -11,8 +11,8 @@ import pytest
 from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import RayService
 from raybus.api.settings import FeatureGates
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.clusters import (
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.clusters import (
     apply_modification,
     construct_ray_cluster,
     generate_ray_cluster_name,
@@ -24,7 +24,7 @@ from raybus.decisions.service.clusters import (
     should_update_cluster,
     spec_hash,
 )
-from tests.unit.decisions.service.world import make_service, merge
+from tests.unit.decisions.rayservice.world import make_service, merge
 
 GATES = FeatureGates()
 VERSION = "v1.7.0"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from raybus.decisions.commands import DeleteObject, PatchObject
-from raybus.decisions.service import constants as c
-from tests.unit.decisions.service.world import World, make_service
+from raybus.decisions.rayservice import constants as c
+from tests.unit.decisions.rayservice.world import World, make_service
 
 FINALIZER = "ray.io/rayservice-finalizer"
 

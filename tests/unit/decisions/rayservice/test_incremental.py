@@ -9,8 +9,8 @@ import pytest
 
 from raybus.api.rayservice import RayService
 from raybus.decisions.commands import CreateObject, DeleteObject
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.incremental import (
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.incremental import (
     build_gateway,
     calculate_traffic_routed_percent,
     check_if_need_target_capacity_update,
@@ -20,8 +20,8 @@ from raybus.decisions.service.incremental import (
     reconcile_serve_target_capacity,
     weights_from_http_route,
 )
-from raybus.decisions.service.model import ServeConfigCacheEntry
-from tests.unit.decisions.service.world import T0, World, head_template, make_service, merge
+from raybus.decisions.rayservice.model import ServeConfigCacheEntry
+from tests.unit.decisions.rayservice.world import T0, World, head_template, make_service, merge
 
 OPTIONS = {"maxSurgePercent": 50, "stepSizePercent": 25, "intervalSeconds": 10, "gatewayClassName": "istio"}
 

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raybus.decisions.commands import CreateObject, DeleteObject, PatchObject
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.model import CommandFailure, ServiceDecision, ServiceSnapshot
-from tests.unit.decisions.service.world import World, head_template, make_service
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.model import CommandFailure, ServiceDecision, ServiceSnapshot
+from tests.unit.decisions.rayservice.world import World, head_template, make_service
 
 SERVE_SVC = "rayservice-sample-serve-svc"
 

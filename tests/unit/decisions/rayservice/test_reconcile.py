@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from raybus.decisions.commands import CreateObject, DeleteObject, PatchObject, RecordEvent
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.model import CommandFailure, ServiceSettings
-from tests.unit.decisions.service.world import World, head_template, make_service
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.model import CommandFailure, ServiceSettings
+from tests.unit.decisions.rayservice.world import World, head_template, make_service
 
 SERVE_SVC = "rayservice-sample-serve-svc"
 HEAD_SVC = "rayservice-sample-head-svc"

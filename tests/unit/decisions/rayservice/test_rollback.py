@@ -13,19 +13,19 @@ from raybus.api.raycluster import RayCluster
 from raybus.api.rayservice import RayService
 from raybus.decisions.commands import DeleteObject, RecordEvent
 from raybus.decisions.dashboard_contract import PutServeConfig
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.clusters import spec_for_hashing, spec_hash
-from raybus.decisions.service.incremental import (
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.clusters import spec_for_hashing, spec_hash
+from raybus.decisions.rayservice.incremental import (
     calculate_traffic_routed_percent,
     check_if_need_target_capacity_update,
     reconcile_serve_target_capacity,
 )
-from raybus.decisions.service.rollback import (
+from raybus.decisions.rayservice.rollback import (
     reconcile_rollback_state,
     should_complete_incremental_rollback,
 )
-from tests.unit.decisions.service.test_incremental import SVC, manifest
-from tests.unit.decisions.service.world import T0, World, head_template, merge
+from tests.unit.decisions.rayservice.test_incremental import SVC, manifest
+from tests.unit.decisions.rayservice.world import T0, World, head_template, merge
 
 ROLLING = {"type": c.ROLLBACK_IN_PROGRESS, "status": "True", "reason": "DesiredClusterSpecChanged"}
 UPGRADING = {"type": c.UPGRADE_IN_PROGRESS, "status": "True", "reason": "BothActivePendingClustersExist"}
@@ -126,7 +126,7 @@ def test_rollback_target_capacity(active: dict[str, Any], pending: dict[str, Any
 
 
 def test_rollback_target_capacity_check_messages() -> None:
-    from tests.unit.decisions.service.test_incremental import ready_gateway
+    from tests.unit.decisions.rayservice.test_incremental import ready_gateway
 
     gw, route = ready_gateway()
     done = _rolling({"targetCapacity": 100, "trafficRoutedPercent": 100}, {"targetCapacity": 0,

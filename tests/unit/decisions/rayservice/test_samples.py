@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.services import serve_service_name
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.services import serve_service_name
 from tests.conftest import SAMPLES
-from tests.unit.decisions.service.world import World
+from tests.unit.decisions.rayservice.world import World
 
 FILES = sorted(SAMPLES.glob("ray-service.*.yaml"))
 

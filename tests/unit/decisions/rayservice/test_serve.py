@@ -19,9 +19,9 @@ from raybus.decisions.dashboard_contract import (
     ServeAppObservation,
     ServeDeploymentObservation,
 )
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.model import DashboardOutcome, ServeConfigCacheEntry, TimedObservation
-from raybus.decisions.service.serve import (
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.model import DashboardOutcome, ServeConfigCacheEntry, TimedObservation
+from raybus.decisions.rayservice.serve import (
     RESUBMIT_GRACE,
     TARGET_CAPACITY_REASON,
     apply_dashboard_results,
@@ -33,7 +33,7 @@ from raybus.decisions.service.serve import (
     serve_applications,
     serve_config_hash,
 )
-from tests.unit.decisions.service.world import SERVE_CONFIG, T0, make_service
+from tests.unit.decisions.rayservice.world import SERVE_CONFIG, T0, make_service
 
 SVC = RayService.model_validate(make_service())
 HASH = serve_config_hash(SERVE_CONFIG)

@@ -12,8 +12,8 @@ from raybus.api.rayservice import RayService
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import CreateObject, PatchObject
 from raybus.decisions.dashboard_contract import ClusterObservation
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.services import (
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.services import (
     NO_SERVE_PORT,
     ServiceBuildError,
     build_head_service,
@@ -25,7 +25,7 @@ from raybus.decisions.service.services import (
     serve_service_name,
     update_head_pod_serve_label,
 )
-from tests.unit.decisions.service.world import make_service, merge
+from tests.unit.decisions.rayservice.world import make_service, merge
 
 SETTINGS = OperatorSettings()
 

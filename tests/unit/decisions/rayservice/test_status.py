@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from raybus.decisions.service import constants as c
-from raybus.decisions.service.status import (
+from raybus.decisions.rayservice import constants as c
+from raybus.decisions.rayservice.status import (
     calculate_conditions,
     find_condition,
     go_duration,
@@ -20,7 +20,7 @@ from raybus.decisions.service.status import (
     rfc3339,
     set_condition,
 )
-from tests.unit.decisions.service.world import T0
+from tests.unit.decisions.rayservice.world import T0
 
 ANN = {c.INITIALIZING_TIMEOUT_ANNOTATION: "5m"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from raybus.decisions.commands import DeleteObject
-from raybus.decisions.service import constants as c
-from tests.unit.decisions.service.world import World, make_service
+from raybus.decisions.rayservice import constants as c
+from tests.unit.decisions.rayservice.world import World, make_service
 
 
 def deployed() -> World:

@@ -22,7 +22,7 @@ from raybus.decisions.dashboard_contract import (
     PutServeConfig,
     ServeAppObservation,
 )
-from raybus.decisions.service.model import (
+from raybus.decisions.rayservice.model import (
     CommandFailure,
     DashboardOutcome,
     ServeConfigCacheEntry,
@@ -31,7 +31,7 @@ from raybus.decisions.service.model import (
     ServiceSnapshot,
     TimedObservation,
 )
-from raybus.decisions.service.reconcile import reconcile_rayservice
+from raybus.decisions.rayservice.reconcile import reconcile_rayservice
 
 Json = dict[str, Any]
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
