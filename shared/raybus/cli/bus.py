@@ -11,11 +11,14 @@ Kubernetes install (the local stack does both itself).
 from __future__ import annotations
 
 import argparse
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from raybus.bus import security
 from raybus.bus.connect import BusAuth, nats_options
+from raybus.bus.declare import declare_bus
+from raybus.bus.streams import BusSettings
 from raybus.runtime.settings import CliSettings, CommonSettings
 
 
@@ -92,10 +95,8 @@ async def _create_secret(out: Path, name: str, namespace: str, kubeconfig: str |
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from raybus.cli.stack import declare_bus
-
     auth = BusAuth(nats_user=args.nats_user, nats_password_file=args.nats_password_file,
                    nats_ca_file=args.nats_ca_file)
-    declare_bus(nats_options(args.nats_url, auth), replicas=CommonSettings().stream_replicas)
+    asyncio.run(declare_bus(nats_options(args.nats_url, auth), BusSettings(replicas=CommonSettings().stream_replicas)))
     print("bus declared", flush=True)
     return 0

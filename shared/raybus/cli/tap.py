@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from raybus.bus import subjects as s
@@ -75,13 +76,24 @@ def summarize(subject: str, data: bytes) -> dict[str, Any]:
     return row
 
 
+# Where `raybus up` (raybus-sim) keeps its stack: without --nats-url, tap joins it.
+HOME = Path(".raybus")
+
+
+def read_env(home: Path = HOME) -> dict[str, str]:
+    env_file = home / "env"
+    if not env_file.exists():
+        return {}
+    pairs = (line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    return {k: v for k, v in pairs}
+
+
 def tap_auth(*, local_stack: bool) -> BusAuth:
     """The read-only `tap` user: RAYBUS_NATS_* from the environment, else (no --nats-url given)
     the credentials `raybus up` generated."""
 
     from raybus.bus import security
     from raybus.bus.permissions import Role
-    from raybus.cli.up import HOME
 
     given = CliSettings()
     if given.nats_user:
@@ -96,8 +108,6 @@ def tap_auth(*, local_stack: bool) -> BusAuth:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from raybus.cli.up import read_env
-
     url = args.nats_url or read_env().get("RAYBUS_NATS_URL", "nats://127.0.0.1:4222")
     nc = await connect_nats(url, tap_auth(local_stack=not args.nats_url))
     seen = 0

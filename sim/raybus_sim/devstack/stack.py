@@ -19,7 +19,7 @@ from raybus.bus import security
 from raybus.bus.permissions import SERVICE_ROLES, Role
 from raybus.bus.streams import BusSettings
 from raybus.runtime.settings import process_environment
-from raybus.testing.servers import (
+from raybus_sim.testing.servers import (
     NatsCluster,
     NatsServer,
     RedisServer,
@@ -79,7 +79,7 @@ class LocalStack:
     api_port: int = 0
     dashboard_port: int = 0
     rbac: bool = True  # watcher/executor use their ServiceAccounts' RBAC-checked tokens
-    # An admin kubeconfig of a real API server (e.g. raybus.testing.envtest's): then no local API
+    # An admin kubeconfig of a real API server (e.g. raybus_sim.testing.envtest's): then no local API
     # server is started; kube-sim runs only the simulated node and dashboards against that cluster
     # (its kube-controller-manager runs the Job/EndpointSlice controllers) and installs the CRDs
     # and the RBAC of RBAC_MANIFEST there, handing each service a TokenRequest token.

@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raybus.cli.stack import LocalStack
-from raybus.testing.prometheus import Prometheus, stack_targets
-
-HOME = Path(".raybus")
+from raybus.cli.tap import HOME
+from raybus_sim.devstack.stack import LocalStack
+from raybus_sim.testing.prometheus import Prometheus, stack_targets
 
 
 def add_parser(sub: Any) -> None:
@@ -40,14 +39,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--prometheus-port", type=int, default=9090, help="where that Prometheus listens (loopback)")
     p.add_argument("--scrape-interval-s", type=float, default=15.0, help="its scrape and rule interval")
     p.set_defaults(func=run)
-
-
-def read_env(home: Path = HOME) -> dict[str, str]:
-    env_file = home / "env"
-    if not env_file.exists():
-        return {}
-    pairs = (line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
-    return {k: v for k, v in pairs}
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -86,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{prometheus.home})", flush=True)
         print("raybus ready", flush=True)
         if args.demo:
-            from raybus.cli.demo import follow_sample
+            from raybus_sim.devstack.demo import follow_sample
 
             ok = follow_sample(kubeconfig=stack.kubeconfig)
             if args.exit_after_demo:

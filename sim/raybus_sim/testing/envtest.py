@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from raybus.testing.envtest_assets import AssetsUnavailable, ensure_assets
-from raybus.testing.servers import ServerExitedEarly, die_with_parent, free_port, stop_process
+from raybus_sim.testing.envtest_assets import AssetsUnavailable, ensure_assets
+from raybus_sim.testing.servers import ServerExitedEarly, die_with_parent, free_port, stop_process
 
 __all__ = ["ApiError", "AssetsUnavailable", "ControlPlane", "ensure_assets", "install_crds", "start_control_plane"]
 

@@ -168,7 +168,7 @@ def _from_release() -> None:
 
 
 def main() -> None:
-    """`python -m raybus.testing.envtest_assets`: provision and print the folder (`make envtest`)."""
+    """`python -m raybus_sim.testing.envtest_assets`: provision and print the folder (`make envtest`)."""
     folder = ensure_assets()
     print(folder)
     for name in REQUIRED:

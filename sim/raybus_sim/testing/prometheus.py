@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from raybus.testing.servers import die_with_parent, free_port, stop_process
+from raybus_sim.testing.servers import die_with_parent, free_port, stop_process
 
 REPO = Path(__file__).resolve().parents[3]
 MONITORING = REPO / "deploy" / "kustomize" / "overlays" / "monitoring"
@@ -55,7 +55,7 @@ class Target:
 
 
 def stack_targets(procs: Iterable[Any]) -> list[Target]:
-    """The service processes of a LocalStack (raybus.cli.stack.Proc) as targets."""
+    """The service processes of a LocalStack (raybus_sim.devstack.stack.Proc) as targets."""
     out = []
     for proc in procs:
         if proc.metrics_port and len(proc.argv) > 2 and proc.argv[1] == "-m":

@@ -16,8 +16,8 @@ from raybus.bus.publish import publish_object
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.settings import DecisionSettings
 from raybus.runtime.settings import ReconcilerSettings
-from raybus.testing.servers import NatsServer, RedisServer
-from raybus.testing.streams import stream_messages
+from raybus_sim.testing.servers import NatsServer, RedisServer
+from raybus_sim.testing.streams import stream_messages
 from tests.integration.boundary.conftest import until
 
 

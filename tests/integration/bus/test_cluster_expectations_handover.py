@@ -18,7 +18,7 @@ from cluster_reconciler.app import ClusterReconcilerApp
 from raybus.bus.envelopes import CommandBatch, ObjectEvent
 from raybus.decisions.settings import DecisionSettings
 from raybus.runtime.settings import ReconcilerSettings
-from raybus.testing.servers import NatsServer, RedisServer
+from raybus_sim.testing.servers import NatsServer, RedisServer
 from tests.integration.bus.test_cluster_reconciler_glue import KEY, _batches, _cluster
 
 

@@ -23,8 +23,8 @@ from raybus.decisions.cluster.expectations import ScaleExpectations
 from raybus.decisions.settings import DecisionSettings
 from raybus.runtime.controller import Result
 from raybus.runtime.settings import ReconcilerSettings
-from raybus.testing.servers import NatsServer, RedisServer
-from raybus.testing.streams import stream_messages
+from raybus_sim.testing.servers import NatsServer, RedisServer
+from raybus_sim.testing.streams import stream_messages
 from tests.integration.boundary.conftest import until
 
 SAMPLE = yaml.safe_load((Path(__file__).resolve().parents[3] / "deploy/samples/ray-cluster.sample.yaml").read_text())

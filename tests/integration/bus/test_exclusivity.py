@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 
 from raybus.bus import subjects as s
 from raybus.bus.streams import BusSettings, ensure_streams
-from raybus.testing.servers import NatsServer, RedisServer
+from raybus_sim.testing.servers import NatsServer, RedisServer
 from tests.integration.bus.helpers import publish_version
 
 KEYS = 24

@@ -22,7 +22,7 @@ from raybus.runtime.outcomes import OutcomeTracker
 from raybus.runtime.reconciler_app import ReconcilerContext
 from raybus.runtime.settings import ReconcilerSettings
 from raybus.runtime.stepper import Step, StepRunner
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 
 
 async def test_a_published_dashboard_command_is_waited_for_when_the_interest_publish_fails(

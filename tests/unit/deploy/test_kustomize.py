@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from raybus.cli.stack import RBAC_MANIFEST
 from raybus.runtime.settings import KubeRayEnv, env_name
 from raybus.runtime.settings_reference import settings_class
+from raybus_sim.devstack.stack import RBAC_MANIFEST
 
 REPO = Path(__file__).resolve().parents[3]
 KUSTOMIZE = REPO / "deploy" / "kustomize"

@@ -58,7 +58,7 @@ def test_kuberay_variables_reach_the_decisions(monkeypatch: pytest.MonkeyPatch) 
     settings = rs.load(rs.ReconcilerSettings, "job-reconciler", ["--feature-gates", "RayJobDeletionPolicy=true"])
     decisions = settings.decisions()
     assert decisions.job.status_check_timeout_seconds == 42
-    assert decisions.rayservice.enable_zero_downtime is False
+    assert decisions.service.enable_zero_downtime is False
     assert decisions.operator.enable_random_pod_delete is True
     assert decisions.job.deletion_policy_gate is True
     executor = rs.load(settings_class("command-executor"), "command-executor", [])
