@@ -18,14 +18,14 @@ import contextlib
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from nats.aio.client import Client as NATS
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from pydantic import AliasChoices, Field
 
-from raybus.adapters.informer import PUBLISH_WINDOW, Informer, Reconnect, watch_namespaces
+from raybus.adapters.informer import PUBLISH_WINDOW, Informer, Reconnect, meta, watch_namespaces
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
 from raybus.bus import subjects as s
 from raybus.bus.connect import connect_nats
@@ -45,7 +45,6 @@ from watcher.routing import (
     WatchSpec,
     batch_scheduler_watches,
     cluster_owner,
-    meta,
     msg_id,
     only_cluster_decisions_read,
     pod_update_matters,
@@ -192,7 +191,7 @@ class Watcher:
         try:
             await inf.relist(why="initial")
         except Exception as exc:  # noqa: BLE001 - retried by run()
-            log.warning("initial list failed", extra={"kind": inf.spec.kind.value, "error": str(exc)})
+            log.warning("initial list failed", extra={"kind": inf.spec.name, "error": str(exc)})
         await inf.run()
 
     async def wait_synced(self, timeout: float = 30.0) -> None:
@@ -313,12 +312,12 @@ class Watcher:
             self._orphan_slices[key][str(m.get("name"))] = obj
 
     async def _replay_slices(self, service_key: tuple[str, str]) -> None:
-        slice_informer = next((i for i in self.informers if i.spec.kind is s.Kind.ENDPOINTSLICE), None)
+        slice_informer = next((i for i in self.informers if cast(WatchSpec, i.spec).kind is s.Kind.ENDPOINTSLICE), None)
         if slice_informer is None:
             return
         for obj in list(self._orphan_slices.pop(service_key, {}).values()):
             slice_informer.known[(service_key[0], str(meta(obj).get("name")))] = obj
-            await self.on_change(slice_informer.spec, "ADDED", obj, old=None)
+            await self.on_change(cast(WatchSpec, slice_informer.spec), "ADDED", obj, old=None)
 
     async def _publish(self, kind: s.Kind, etype: str, obj: Json, *, targets: tuple[Route, ...],
                        old: Json | None = None) -> None:

@@ -227,7 +227,7 @@ class LocalStack:
         with log.open("ab") as out:
             popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True,
-                                     preexec_fn=die_with_parent())
+                                     preexec_fn=die_with_parent())  # noqa: PLW1509 - prctl only, no locks
         proc = Proc(name=name, argv=argv, popen=popen, log=log, log_offset=offset,
                     metrics_port=metrics_port)
         self.procs.append(proc)

@@ -119,7 +119,7 @@ class ServerProcess:
         with log.open("ab") as out:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
                                          cwd=self.data_dir, start_new_session=True,
-                                         preexec_fn=die_with_parent())
+                                         preexec_fn=die_with_parent())  # noqa: PLW1509 - prctl only, no locks
         _wait_port(self.port, self.proc, log=log)
 
     def stop(self, *, kill: bool = False) -> None:
