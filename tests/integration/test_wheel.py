@@ -101,7 +101,10 @@ def test_every_service_answers_help(venv: Path, tmp_path: Path, service: str) ->
     # main: the entry_points check above ties them).
     argv = [str(venv / "bin" / f"raybus-{service.replace('_', '-')}"), "--help"]
     out = _run(argv, cwd=tmp_path, timeout=120).stdout
-    assert out.startswith("usage:") and "--nats-url" in out, out
+    # Each binary shows its own flags only: the webhook talks to no bus.
+    assert out.startswith("usage:") and "--log-level" in out, out
+    assert ("--nats-url" in out) == (service != "webhook"), out
+    assert ("--redis-url" in out) == service.endswith("reconciler"), out
 
 
 def test_runtime_lock_is_current() -> None:
