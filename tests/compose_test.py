@@ -20,8 +20,8 @@ from pathlib import Path
 
 import httpx
 
-from raybus.cli.demo import follow_sample
 from raybus_sim.apiserver import write_kubeconfig
+from raybus_sim.devstack.demo import follow_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "compose.local.yaml"

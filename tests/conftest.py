@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from raybus.testing.envtest import ControlPlane, install_crds, start_control_plane
-from raybus.testing.servers import NatsServer, RedisServer, start_nats, start_redis
+from raybus_sim.testing.envtest import ControlPlane, install_crds, start_control_plane
+from raybus_sim.testing.servers import NatsServer, RedisServer, start_nats, start_redis
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO.parent / "shared" / "kuberay-samples"
@@ -34,7 +34,7 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """The real API server (raybus.testing.envtest), started once per pytest run by the first test
+    """The real API server (raybus_sim.testing.envtest), started once per pytest run by the first test
     that asks for it (~10 s) and stopped by PID at the end; tests isolate by `namespace`."""
     cp = start_control_plane(tmp_path_factory.mktemp("envtest"))
     yield cp

@@ -20,7 +20,7 @@ import uvloop
 import yaml
 from aiohttp import web
 
-from raybus.runtime.service import GC_GEN0, tune_gc
+from raybus.runtime.process import GC_GEN0, tune_gc
 from raybus_sim.apiserver import DEFAULT_CRD_DIR, start_apiserver, write_kubeconfig
 from raybus_sim.dashboard import DashboardRegistry, create_dashboard_app
 from raybus_sim.kubelet.client import ClusterView

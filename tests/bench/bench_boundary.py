@@ -31,8 +31,8 @@ from raybus.bus.envelopes import CommandBatch, ObjectEvent, ObjectKey
 from raybus.bus.publish import publish_commands
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.commands import CreateObject
-from raybus.testing.servers import free_port, start_nats
 from raybus_sim.apiserver import DEFAULT_CRD_DIR
+from raybus_sim.testing.servers import free_port, start_nats
 from tests.bench import machine
 from tests.integration.boundary.conftest import RAY_KINDS, _minimal_crd
 from watcher.app import Watcher, WatcherSettings

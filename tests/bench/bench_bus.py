@@ -22,7 +22,7 @@ from raybus.bus.envelopes import ObjectKey
 from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime
-from raybus.testing.servers import start_nats
+from raybus_sim.testing.servers import start_nats
 from tests.bench import machine, pct
 from tests.integration.bus.helpers import publish_version
 

@@ -32,9 +32,9 @@ import yaml
 
 from raybus.adapters.kube import KubeClient, new_api_client, resource_for
 from raybus.bus.subjects import Controller
-from raybus.cli.stack import LocalStack
 from raybus.observability.controllerruntime import CONTROLLER_NAMES
-from raybus.testing import prometheus as prom
+from raybus_sim.devstack.stack import LocalStack
+from raybus_sim.testing import prometheus as prom
 from tests.bench import machine
 from tests.bench.profile import Profiler
 

@@ -1,4 +1,4 @@
-"""The dashboard-poller end to end on the local stack (`raybus.cli.stack.LocalStack`: every raybus
+"""The dashboard-poller end to end on the local stack (`raybus_sim.devstack.stack.LocalStack`: every raybus
 process, the local API server, simulated kubelet and simulated Ray heads), one run, every poller
 setting side by side.
 
@@ -47,7 +47,7 @@ import psutil
 import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
-from raybus.cli.stack import LocalStack, wait_for_line
+from raybus_sim.devstack.stack import LocalStack, wait_for_line
 from tests.bench import machine, pct
 from tests.bench.dashboard_watch import (
     APP,

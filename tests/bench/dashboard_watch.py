@@ -18,7 +18,7 @@ from raybus.adapters.kube import KubeClient, KubeError, resource_for
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import DashboardObservation
 from raybus.bus.permissions import Role
-from raybus.cli.stack import LocalStack
+from raybus_sim.devstack.stack import LocalStack
 
 Json = dict[str, Any]
 NS = "default"

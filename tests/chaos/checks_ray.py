@@ -26,9 +26,9 @@ from nats.js.errors import KeyNotFoundError
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client
 from raybus.bus import subjects as s
 from raybus.bus.ledger import BatchRecord
-from raybus.cli.stack import LocalStack
-from raybus.testing.servers import NatsCluster
 from raybus_sim.dashboard import journal
+from raybus_sim.devstack.stack import LocalStack
+from raybus_sim.testing.servers import NatsCluster
 from tests.chaos import invariants_ray as inv
 from tests.chaos.recorder import PodRecorder, Violation
 from tests.chaos.workload_jobs import PREFIX, RayWorkload

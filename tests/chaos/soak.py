@@ -27,8 +27,8 @@ import nats
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client
 from raybus.bus import subjects as s
-from raybus.cli.stack import SERVICES, LocalStack
-from raybus.testing.servers import NatsCluster
+from raybus_sim.devstack.stack import SERVICES, LocalStack
+from raybus_sim.testing.servers import NatsCluster
 from tests.chaos.checks_ray import RayPart, enable_journal, fault_logger
 from tests.chaos.recorder import PodRecorder, Violation
 from tests.integration.e2e.conftest import Kube

@@ -1,7 +1,7 @@
 """`make crds-openapi` (python -m tests.crds.openapi_snapshot): the pinned Kubernetes schemas that
 `make crds` inlines into the CRDs (raybus.api.crd_core).
 
-Starts the real kube-apiserver of raybus.testing.envtest (../shared/envtest, v1.36.2), reads its
+Starts the real kube-apiserver of raybus_sim.testing.envtest (../shared/envtest, v1.36.2), reads its
 `/openapi/v3/<document>` for each of crd_core.DOCUMENTS, and keeps every definition the CRDs
 reach from the types raybus.api.crd_markers.EMBEDDED names (and metav1.Condition), without
 descriptions (KubeRay's CRDs have none: maxDescLen=0). The file records the server's version and
@@ -19,7 +19,7 @@ from typing import Any
 
 from raybus.api.crd_core import DOCUMENTS, META, SNAPSHOT, SPECIAL
 from raybus.api.crd_markers import EMBEDDED
-from raybus.testing.envtest import start_control_plane
+from raybus_sim.testing.envtest import start_control_plane
 
 Schema = dict[str, Any]
 

@@ -3,7 +3,7 @@ verdict on every corpus case (tests/crds/corpus.py), the expected data of the CR
 
 KubeRay's CRDs are read from a git repository of github.com/ray-project/kuberay at tag v1.7.0
 (`ray-operator/config/crd/bases`, the files controller-gen wrote; they are never copied into this
-repository) and installed on a control plane of this script's own (raybus.testing.envtest: the
+repository) and installed on a control plane of this script's own (raybus_sim.testing.envtest: the
 real kube-apiserver v1.36.2; their names are raybus's CRDs' names). Every case then goes through
 `kubectl apply --dry-run=server --validate=strict` there (tests/crds/verdicts.py) and the verdicts
 are written to tests/crds/kuberay-v1.7.0-verdicts.json, with where they came from.
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raybus.testing.envtest import install_crds, start_control_plane
+from raybus_sim.testing.envtest import install_crds, start_control_plane
 from tests.crds.corpus import cases
 from tests.crds.verdicts import kubectl, run_kubectl, run_server_side
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from raybus.testing.envtest import ApiError, ControlPlane
+from raybus_sim.testing.envtest import ApiError, ControlPlane
 from tests.crds.corpus import Case
 
 BATCH = 150

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from raybus.runtime.reachable import redact, wait_until_reachable
-from raybus.testing.servers import free_port, start_nats, start_redis, stop_process
 from raybus_sim.apiserver import start_apiserver, write_kubeconfig
+from raybus_sim.testing.servers import free_port, start_nats, start_redis, stop_process
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from opentelemetry.trace import SpanKind
 
 from raybus.adapters.redis_state import EXPECTATIONS, StateStore
 from raybus.observability.tracing import setup_tracing
-from raybus.testing.servers import RedisServer
+from raybus_sim.testing.servers import RedisServer
 
 
 async def test_redis_commands_are_client_spans_of_the_reconcile(redis_server: RedisServer) -> None:

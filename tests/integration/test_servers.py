@@ -7,7 +7,7 @@ from pathlib import Path
 import nats
 import redis.asyncio as aioredis
 
-from raybus.testing.servers import NatsServer, RedisServer, start_nats, start_redis
+from raybus_sim.testing.servers import NatsServer, RedisServer, start_nats, start_redis
 
 
 async def test_nats_has_jetstream(nats_server: NatsServer) -> None:

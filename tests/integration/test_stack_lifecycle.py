@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from raybus.cli.stack import LocalStack, Proc, wait_for_line
-from raybus.runtime.service import STOP_GRACE_S
-from raybus.testing.servers import die_with_parent
+from raybus.runtime.process import STOP_GRACE_S
+from raybus_sim.devstack.stack import LocalStack, Proc, wait_for_line
+from raybus_sim.testing.servers import die_with_parent
 
 
 def _gone(pid: int) -> bool:
@@ -44,7 +44,7 @@ def test_a_ready_line_from_an_earlier_run_does_not_count(tmp_path: Path) -> None
     log.write_text('{"message": "started"}\n')  # the previous run's line, append-mode log
     with log.open("ab") as out:
         popen = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=out,
-                                 preexec_fn=die_with_parent())
+                                 preexec_fn=die_with_parent())  # noqa: PLW1509 - prctl only, no locks
     proc = Proc(name="svc", argv=[], popen=popen, log=log, log_offset=log.stat().st_size)
     try:
         with pytest.raises(TimeoutError):

@@ -10,7 +10,7 @@ import sys
 import nats
 
 from raybus.bus.streams import ensure_streams
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.bus.helpers import publish_version
 
 

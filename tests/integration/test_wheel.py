@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from raybus.cli.stack import SERVICES
+from raybus_sim.devstack.stack import SERVICES
 from tests.runtime_lock import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +80,8 @@ def test_wheel_holds_every_module_and_no_simulator(wheel: Path) -> None:
         missing = sorted(sources - names)
         assert not missing, f"{top}: {len(missing)} modules missing from the wheel, e.g. {missing[:5]}"
     assert not [n for n in names if n.startswith("raybus_sim/")], "the runtime wheel carries the simulator"
+    # The operator only: no envtest downloader, no local stack (`raybus up` is raybus-sim's).
+    assert not [n for n in names if n.startswith(("raybus/testing/", "raybus/cli/up", "raybus/cli/stack"))]
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
     for service in DEPLOYABLES:
@@ -99,7 +101,10 @@ def test_every_service_answers_help(venv: Path, tmp_path: Path, service: str) ->
     # main: the entry_points check above ties them).
     argv = [str(venv / "bin" / f"raybus-{service.replace('_', '-')}"), "--help"]
     out = _run(argv, cwd=tmp_path, timeout=120).stdout
-    assert out.startswith("usage:") and "--nats-url" in out, out
+    # Each binary shows its own flags only: the webhook talks to no bus.
+    assert out.startswith("usage:") and "--log-level" in out, out
+    assert ("--nats-url" in out) == (service != "webhook"), out
+    assert ("--redis-url" in out) == service.endswith("reconciler"), out
 
 
 def test_runtime_lock_is_current() -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
-from raybus.cli.stack import LocalStack
+from raybus_sim.devstack.stack import LocalStack
 from tests.security.kit import until
 
 REPO = Path(__file__).resolve().parents[2]

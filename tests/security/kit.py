@@ -9,7 +9,7 @@ from typing import Any
 
 import nats
 
-from raybus.testing.servers import NatsCluster, NatsServer
+from raybus_sim.testing.servers import NatsCluster, NatsServer
 
 
 class Client:

@@ -33,7 +33,7 @@ from raybus.decisions.commands import (
     UpdateStatus,
 )
 from raybus.decisions.dashboard_contract import PutServeConfig, SubmitJob
-from raybus.testing.streams import stream_messages
+from raybus_sim.testing.streams import stream_messages
 from tests.security.conftest import NS, POD, RC, SVC, Api, World
 from tests.security.kit import Client, Connect, clients, until
 

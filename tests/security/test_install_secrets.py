@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from raybus.testing.envtest import ApiError, ControlPlane
+from raybus_sim.testing.envtest import ApiError, ControlPlane
 from tests.integration.deploy.install_kit import InstalledRbac, install_rbac, render
 
 pytestmark = pytest.mark.integration

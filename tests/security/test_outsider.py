@@ -22,9 +22,9 @@ from raybus.bus import subjects as s
 from raybus.bus.ledger import BatchLedger, command_key
 from raybus.bus.permissions import Role
 from raybus.bus.streams import BusSettings, command_consumer_config
-from raybus.cli.stack import declare_bus
 from raybus.observability import busstate
-from raybus.testing.servers import NatsServer, RedisServer, start_nats, start_redis
+from raybus_sim.devstack.stack import declare_bus
+from raybus_sim.testing.servers import NatsServer, RedisServer, start_nats, start_redis
 from tests.security.kit import clients
 
 pytestmark = pytest.mark.integration

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from opentelemetry import trace
+from pydantic import AliasChoices, Field
 
 from command_executor.admission import Admission, Known, redacted
 from command_executor.executor import BatchResult, Executor
@@ -54,7 +55,7 @@ from raybus.decisions.settings import DecisionSettings
 from raybus.observability.metrics import MESSAGES
 from raybus.observability.tracing import extract_context
 from raybus.runtime.pull import PullWorkers
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import NOT_A_FLAG, CommonSettings, DecisionFlags, KubeSettings
 from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -62,28 +63,35 @@ tracer = trace.get_tracer("raybus.command-executor")
 SERVICE = "command-executor"
 
 
-class ExecutorSettings(CommonSettings):
-    service: str = SERVICE
-    kube_qps: float = 100.0  # KubeRay's --kube-api-qps default
-    kube_burst: int = 200  # KubeRay's --kube-api-burst default
-    # Batches applied at once. Batches for one object still run one after another (Executor's lock).
-    concurrency: int = 32
-    ack_wait_s: float = 5.0  # executor consumers; heartbeats every ack_wait/3 keep work alive
-    max_deliver: int = 20
-    nak_delay_s: float = 1.0  # first redelivery delay after a transient error; doubles, capped
-    status_retries: int = 5
-    status_defer_s: float = 5.0  # longest a RayCluster status write yields to command batches
-    # Admission (command_executor/admission.py): how long a batch whose Ray object the executor's
-    # watch has not seen yet is retried before it is refused.
-    admission_wait_s: float = 30.0
+class ExecutorSettings(DecisionFlags, KubeSettings):
+    service: str = Field(default=SERVICE, json_schema_extra=NOT_A_FLAG)
+    # Batches for one object still run one after another (Executor's lock).
+    concurrency: int = Field(default=32, validation_alias=AliasChoices("concurrency", "RAYBUS_EXECUTOR_CONCURRENCY"),
+                             description="batches applied at once")
+    ack_wait_s: float = Field(default=5.0, description="executor consumers' ack wait; heartbeats every "
+                              "ack_wait/3 keep work alive")
+    max_deliver: int = Field(default=20, description="deliveries of one batch before it is dead-lettered")
+    nak_delay_s: float = Field(default=1.0, description="first redelivery delay after a transient error; "
+                               "doubles, capped")
+    status_retries: int = Field(default=5, description="attempts of one status write")
+    status_defer_s: float = Field(default=5.0, description="longest a RayCluster status write yields to "
+                                  "command batches")
+    # Admission (command_executor/admission.py).
+    admission_wait_s: float = Field(default=30.0, description="how long a batch whose Ray object the watch has "
+                                    "not seen is retried before it is refused")
     # Off only for tests of the apply/ledger mechanics that publish hand-made batches without a
     # watcher; admission has its own tests. Never off in a deployment.
-    admission: bool = True
-    status_after_s: float = 10.0  # longest a RayJob/RayService status waits for its reconcile's batch
+    admission: bool = Field(default=True, json_schema_extra=NOT_A_FLAG)
+    status_after_s: float = Field(default=10.0, description="longest a RayJob/RayService status waits for its "
+                                  "reconcile's batch")
     # What admission rebuilds created objects with: the reconcilers' operator settings, loaded the
-    # same way (runtime/decision_settings.py).
-    decision: DecisionSettings = DecisionSettings()
-    watch_namespace: str | None = None  # KubeRay's watchNamespace (comma-separated): the informers' scope
+    # same way (DecisionFlags.decisions).
+    decision: DecisionSettings = Field(default=DecisionSettings(), json_schema_extra=NOT_A_FLAG)
+    watch_namespace: str | None = Field(default=None, description="KubeRay's watchNamespace, comma-separated: "
+                                        "the namespaces whose objects are admitted")
+
+    def completed(self) -> ExecutorSettings:
+        return self.model_copy(update={"decision": self.decisions()})
 
 
 class CommandExecutorService:
@@ -94,7 +102,8 @@ class CommandExecutorService:
         self.ledger: BatchLedger | None = None
         self.admission: Admission | None = None
         self.bus = BusSettings(partitions=settings.partitions, executor_ack_wait_s=settings.ack_wait_s,
-                               max_deliver=settings.max_deliver, declare=settings.bus_declare)
+                               max_deliver=settings.max_deliver, declare=settings.bus_declare,
+                               replicas=settings.stream_replicas)
         self._nc: NATS | None = None
         self._workers: list[PullWorkers] = []
         self.applied = 0  # batches finished (observable for tests / bench)
@@ -118,7 +127,7 @@ class CommandExecutorService:
                                       name=f"{SERVICE}-{self.settings.replica_id}")
         js = self.nc.jetstream()
         await ensure_streams(js, self.bus)
-        self.ledger = await BatchLedger.open(js, declare=self.bus.declare)
+        self.ledger = await BatchLedger.open(js, declare=self.bus.declare, replicas=self.bus.replicas)
         if self.settings.admission:
             # The informers' list/watch calls get their own limiter, as controller-runtime's cache
             # builds its clients apart from the manager's writer.

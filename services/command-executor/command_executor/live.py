@@ -24,7 +24,7 @@ from raybus.decisions.cluster.batch_scheduler import (
     VOLCANO_POD_GROUP_API_VERSION,
 )
 from raybus.decisions.commands import Command, DeleteObject, PatchObject
-from raybus.decisions.service.constants import GATEWAY_API_VERSION
+from raybus.decisions.rayservice.constants import GATEWAY_API_VERSION
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]

@@ -43,7 +43,7 @@ from raybus.bus.streams import dashboard_command_consumer_config, ensure_leases,
 from raybus.observability.tracing import traced_handler
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.pull import PullWorkers
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import CommonSettings
 from raybus.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class DashboardPollerService:
         js = self.nc.jetstream()
         await ensure_streams(js, bus)
         kv = await ensure_leases(js, bus)
-        ledger = await BatchLedger.open(js, declare=bus.declare)
+        ledger = await BatchLedger.open(js, declare=bus.declare, replicas=bus.replicas)
         # Keep-alive pool (README §5: a new connection per request costs ~20 ms client-side).
         self._http = httpx.AsyncClient(limits=httpx.Limits(max_connections=512,
                                                            max_keepalive_connections=256))

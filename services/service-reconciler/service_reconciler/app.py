@@ -1,6 +1,6 @@
 """service-reconciler: KubeRay's RayService controller as a bus consumer.
 
-The decision is `raybus.decisions.service.reconcile_rayservice` (seed 000, steps 1-14); this
+The decision is `raybus.decisions.rayservice.reconcile_rayservice` (seed 000, steps 1-14); this
 service feeds it from the snapshot cache, the dashboard gateway and Redis, and publishes each
 decision as one step (`service_reconciler.reconciler`). The serve-config cache and the dangling
 clusters' deletion deadlines live in Redis (`service_reconciler.state`).
@@ -9,10 +9,10 @@ clusters' deletion deadlines live in Redis (`service_reconciler.state`).
 from __future__ import annotations
 
 from raybus.bus import subjects as s
-from raybus.decisions.service.model import ServiceSettings
+from raybus.decisions.settings import DecisionSettings
 from raybus.runtime.controller import ReconcileFn
 from raybus.runtime.reconciler_app import ReconcilerApp, ReconcilerContext
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import ReconcilerSettings
 from service_reconciler.reconciler import ServiceReconciler
 
 # What the reconcile reads: its RayClusters, their head Pods, its Services and their EndpointSlices,
@@ -22,11 +22,11 @@ KINDS = [s.Kind.RAYSERVICE, s.Kind.RAYCLUSTER, s.Kind.POD, s.Kind.SERVICE, s.Kin
 
 
 class ServiceReconcilerApp(ReconcilerApp):
-    def __init__(self, settings: CommonSettings, service_settings: ServiceSettings) -> None:
+    def __init__(self, settings: ReconcilerSettings, decisions: DecisionSettings) -> None:
         self.reconciler: ServiceReconciler | None = None
 
         def make(ctx: ReconcilerContext) -> ReconcileFn:
-            self.reconciler = ServiceReconciler(ctx, service_settings)
+            self.reconciler = ServiceReconciler(ctx, decisions.service)
             return self.reconciler.reconcile
 
         # Pods: only those of RayService clusters (their heads are read), not every Ray Pod.
@@ -34,5 +34,5 @@ class ServiceReconcilerApp(ReconcilerApp):
                          kinds=KINDS, make_reconcile=make, dashboard=True, scopes={s.Kind.POD: "rayservice"})
 
 
-def create_app(settings: CommonSettings, service_settings: ServiceSettings | None = None) -> ReconcilerApp:
-    return ServiceReconcilerApp(settings, service_settings or ServiceSettings())
+def create_app(settings: ReconcilerSettings, decisions: DecisionSettings | None = None) -> ReconcilerApp:
+    return ServiceReconcilerApp(settings, decisions or DecisionSettings())

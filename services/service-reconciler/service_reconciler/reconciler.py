@@ -26,8 +26,8 @@ from raybus.api.rayservice import RayService
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import ObjectKey
 from raybus.decisions.commands import ObjectRef, RecordEvent
-from raybus.decisions.service.model import CommandFailure, ServiceSettings
-from raybus.decisions.service.reconcile import reconcile_rayservice
+from raybus.decisions.rayservice.model import CommandFailure, ServiceSettings
+from raybus.decisions.rayservice.reconcile import reconcile_rayservice
 from raybus.runtime.controller import Result
 from raybus.runtime.outcomes import real_failures
 from raybus.runtime.reconciler_app import ReconcilerContext

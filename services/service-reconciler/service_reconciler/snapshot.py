@@ -14,8 +14,13 @@ from raybus.api.rayservice import RayService
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import DashboardResultMessage
 from raybus.decisions.cluster import podutil
-from raybus.decisions.service.model import CommandFailure, DashboardOutcome, ServiceSnapshot, TimedObservation
-from raybus.decisions.service.services import head_service_name, serve_service_name
+from raybus.decisions.rayservice.model import (
+    CommandFailure,
+    DashboardOutcome,
+    ServiceSnapshot,
+    TimedObservation,
+)
+from raybus.decisions.rayservice.services import head_service_name, serve_service_name
 from raybus.runtime.cache import ObjectCache, union_by_name
 from service_reconciler.state import InflightCommand, ServiceState
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from raybus.adapters.redis_state import DELETION_TIMESTAMPS, SERVE_CONFIG, StateStore
 from raybus.bus.envelopes import ObjectKey
 from raybus.decisions.dashboard_contract import DashboardCommand
-from raybus.decisions.service.model import ServeConfigCacheEntry, ServiceDecision
+from raybus.decisions.rayservice.model import ServeConfigCacheEntry, ServiceDecision
 
 
 class InflightCommand(BaseModel):

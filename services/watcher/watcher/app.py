@@ -18,13 +18,14 @@ import contextlib
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from nats.aio.client import Client as NATS
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from pydantic import AliasChoices, Field
 
-from raybus.adapters.informer import PUBLISH_WINDOW, Informer, Reconnect, watch_namespaces
+from raybus.adapters.informer import PUBLISH_WINDOW, Informer, Reconnect, meta, watch_namespaces
 from raybus.adapters.kube import KubeClient, new_api_client, rate_limiter
 from raybus.bus import subjects as s
 from raybus.bus.connect import connect_nats
@@ -34,7 +35,7 @@ from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.observability import busstate
 from raybus.observability.metrics import MESSAGES
 from raybus.runtime.cache import ObjectCache
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import NOT_A_FLAG, CommonSettings, KubeSettings
 from raybus.runtime.tasks import cancel_and_wait
 from watcher.optional import served
 from watcher.routing import (
@@ -44,7 +45,6 @@ from watcher.routing import (
     WatchSpec,
     batch_scheduler_watches,
     cluster_owner,
-    meta,
     msg_id,
     only_cluster_decisions_read,
     pod_update_matters,
@@ -61,19 +61,20 @@ Json = dict[str, Any]
 SERVICE = "watcher"
 
 
-class WatcherSettings(CommonSettings):
-    service: str = SERVICE
-    resync_s: float = 600.0  # periodic relist: the safety net for anything a watch missed
-    watch_timeout_s: int = 300  # client-go's minWatchTimeout
-    namespace: str | None = None  # KubeRay's --watch-namespace: comma-separated (None or "": all)
-    kube_qps: float = 100.0
-    kube_burst: int = 200
-    batch_scheduler: str = ""  # the operator's --batch-scheduler: which PodGroups to watch
-    discovery_s: float = 30.0  # how often optional kinds (Gateway API, PodGroups) are looked for
-    publish_window: int = PUBLISH_WINDOW  # watch-event publishes in flight per kind (1: strictly serial)
-    # How often the bus's stream and consumer state is read for /metrics (observability/busstate);
-    # 0: not at all.
-    bus_state_s: float = 10.0
+class WatcherSettings(KubeSettings):
+    service: str = Field(default=SERVICE, json_schema_extra=NOT_A_FLAG)
+    resync_s: float = Field(default=600.0, description="periodic relist: the safety net for anything a watch missed")
+    watch_timeout_s: int = Field(default=300, description="a watch's timeout (client-go's minWatchTimeout)")
+    namespace: str | None = Field(default=None, validation_alias=AliasChoices("namespace", "RAYBUS_WATCH_NAMESPACE"),
+                                  description="namespaces to watch, comma-separated (KubeRay's --watch-namespace); "
+                                  "default all")
+    batch_scheduler: str = Field(default="", description="the operator's --batch-scheduler: also watch its PodGroups")
+    discovery_s: float = Field(default=30.0, description="how often API discovery is read for optional kinds "
+                               "(Gateway API, PodGroups)")
+    publish_window: int = Field(default=PUBLISH_WINDOW, description="watch-event publishes in flight per kind; "
+                                "1: every event of a kind strictly in order")
+    bus_state_s: float = Field(default=10.0, description="how often the bus's stream/consumer state is read "
+                               "for /metrics (0: never)")
 
 
 class Watcher:
@@ -116,7 +117,8 @@ class Watcher:
                                       name=f"watcher-{self.settings.replica_id}",
                                       max_reconnect_attempts=-1)
         await ensure_streams(self.nc.jetstream(), BusSettings(partitions=self.settings.partitions,
-                                                                 declare=self.settings.bus_declare))
+                                                                 declare=self.settings.bus_declare,
+                                                                 replicas=self.settings.stream_replicas))
         if self.settings.bus_state_s > 0:
             self._bus_state = busstate.BusState(self.nc, interval_s=self.settings.bus_state_s)
             busstate.export(self._bus_state)
@@ -189,7 +191,7 @@ class Watcher:
         try:
             await inf.relist(why="initial")
         except Exception as exc:  # noqa: BLE001 - retried by run()
-            log.warning("initial list failed", extra={"kind": inf.spec.kind.value, "error": str(exc)})
+            log.warning("initial list failed", extra={"kind": inf.spec.name, "error": str(exc)})
         await inf.run()
 
     async def wait_synced(self, timeout: float = 30.0) -> None:
@@ -310,12 +312,12 @@ class Watcher:
             self._orphan_slices[key][str(m.get("name"))] = obj
 
     async def _replay_slices(self, service_key: tuple[str, str]) -> None:
-        slice_informer = next((i for i in self.informers if i.spec.kind is s.Kind.ENDPOINTSLICE), None)
+        slice_informer = next((i for i in self.informers if cast(WatchSpec, i.spec).kind is s.Kind.ENDPOINTSLICE), None)
         if slice_informer is None:
             return
         for obj in list(self._orphan_slices.pop(service_key, {}).values()):
             slice_informer.known[(service_key[0], str(meta(obj).get("name")))] = obj
-            await self.on_change(slice_informer.spec, "ADDED", obj, old=None)
+            await self.on_change(cast(WatchSpec, slice_informer.spec), "ADDED", obj, old=None)
 
     async def _publish(self, kind: s.Kind, etype: str, obj: Json, *, targets: tuple[Route, ...],
                        old: Json | None = None) -> None:

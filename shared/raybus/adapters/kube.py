@@ -177,11 +177,11 @@ async def new_api_client(kubeconfig: str | None) -> kclient.ApiClient:
         configuration = kclient.Configuration()
         kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         api = kclient.ApiClient(configuration)
-    _no_env_lookups(api)
+    no_env_lookups(api)
     return api
 
 
-def _no_env_lookups(api: kclient.ApiClient) -> None:
+def no_env_lookups(api: kclient.ApiClient) -> None:
     """kubernetes-asyncio opens its aiohttp session with trust_env=True, so every request reads
     ~/.netrc (in a thread) and the proxy variables again: most of the command-executor's CPU at
     1,000 RayClusters. The kubeconfig / in-cluster config already says how to reach the API

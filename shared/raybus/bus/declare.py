@@ -18,6 +18,6 @@ async def declare_bus(options: dict[str, Any], settings: BusSettings | None = No
         js = nc.jetstream()
         await ensure_streams(js, settings)
         await ensure_leases(js, settings)
-        await BatchLedger.open(js)
+        await BatchLedger.open(js, replicas=(settings or BusSettings()).replicas)
     finally:
         await nc.close()

@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandResult
-from raybus.bus.streams import stream_replicas, wait_for_stream
+from raybus.bus.streams import wait_for_stream
 from raybus.observability.metrics import LEDGER_TRANSITIONS
 
 # Longer than any batch can wait in RAYBUS_COMMANDS (its max_age, streams.py), so a record
@@ -121,7 +121,7 @@ def _decode(raw: bytes | None) -> BatchRecord | None:
         return None
 
 
-async def _bucket(js: JetStreamContext, name: str, *, declare: bool) -> KeyValue:
+async def _bucket(js: JetStreamContext, name: str, *, declare: bool, replicas: int) -> KeyValue:
     if not declare:  # a secured bus: bus-admin created it (streams.BusSettings.declare)
         await wait_for_stream(js, f"KV_{name}")
         return await js.key_value(name)
@@ -130,7 +130,7 @@ async def _bucket(js: JetStreamContext, name: str, *, declare: bool) -> KeyValue
     except (NotFoundError, BadRequestError, Exception):  # noqa: BLE001 - bucket missing
         try:
             return await js.create_key_value(KeyValueConfig(
-                bucket=name, history=1, ttl=LEDGER_TTL_S, storage=StorageType.FILE, replicas=stream_replicas()))
+                bucket=name, history=1, ttl=LEDGER_TTL_S, storage=StorageType.FILE, replicas=replicas))
         except BadRequestError:  # created concurrently by another process
             return await js.key_value(name)
 
@@ -141,9 +141,9 @@ class BatchLedger:
         self._revocations = revocations
 
     @classmethod
-    async def open(cls, js: JetStreamContext, *, declare: bool = True) -> BatchLedger:
-        return cls(await _bucket(js, s.KV_BATCHES, declare=declare),
-                   await _bucket(js, s.KV_REVOCATIONS, declare=declare))
+    async def open(cls, js: JetStreamContext, *, declare: bool = True, replicas: int = 1) -> BatchLedger:
+        return cls(await _bucket(js, s.KV_BATCHES, declare=declare, replicas=replicas),
+                   await _bucket(js, s.KV_REVOCATIONS, declare=declare, replicas=replicas))
 
     async def get(self, key: str) -> tuple[BatchRecord | None, int]:
         try:

@@ -14,9 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from nats.js import JetStreamContext
@@ -42,15 +41,6 @@ COMMAND_MAX_AGE_S = 3600.0
 OUTCOMES_PER_OBJECT = 16
 
 
-def stream_replicas() -> int:
-    """How many NATS servers keep each stream and KV bucket (RAYBUS_STREAM_REPLICAS, default 1).
-
-    A property of the NATS deployment, not of one service, so every process reads the same env
-    (deploy/kustomize: 3 on the 3-node JetStream cluster, 1 in the dev overlay). JetStream refuses
-    more replicas than it has servers, and accepts a raised count on an existing stream's update."""
-    return max(1, int(os.environ.get("RAYBUS_STREAM_REPLICAS") or 1))
-
-
 @dataclass(frozen=True)
 class BusSettings:
     partitions: int = s.DEFAULT_PARTITIONS
@@ -62,7 +52,9 @@ class BusSettings:
     max_deliver: int = 20
     lease_ttl_s: float = 10.0
     duplicate_window_s: float = 120.0
-    replicas: int = field(default_factory=stream_replicas)
+    # How many NATS servers keep each stream and KV bucket (CommonSettings.stream_replicas,
+    # RAYBUS_STREAM_REPLICAS): a property of the NATS deployment, the same for every process.
+    replicas: int = 1
     # False on a secured bus: only `bus-admin` may create or change streams and buckets
     # (bus/permissions.py), so a service waits for them instead of declaring them.
     declare: bool = True

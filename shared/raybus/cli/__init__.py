@@ -1,6 +1,6 @@
-"""`raybus` command line: `up` (local stack), `tap` (watch the bus), `render` (preview objects),
+"""`raybus` command line: `up` (local stack, with raybus-sim installed), `tap` (watch the bus), `render` (preview objects),
 `bus-secrets`/`bus-init` (the secured bus's install steps), `webhook-secrets` (the optional
-validating webhook's certificate)."""
+validating webhook's certificate), `config` (a service's effective configuration)."""
 
 from __future__ import annotations
 
@@ -22,16 +22,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"raybus {_version()}",
                         help="print raybus's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
-    from raybus.cli import bus, render, tap, up, webhook
+    from raybus.cli import bus, config, render, tap, webhook
     from raybus.observability.logging import quiet_tls_close_notice
 
     quiet_tls_close_notice()  # the CLI talks TLS to the bus too (bus-init, tap, raybus up)
 
-    up.add_parser(sub)
+    try:  # `raybus up`: the local stack, in the development distribution (raybus-sim) only
+        from raybus_sim.devstack import up
+    except ImportError:
+        pass
+    else:
+        up.add_parser(sub)
     tap.add_parser(sub)
     render.add_parser(sub)
     bus.add_parser(sub)
     webhook.add_parser(sub)
+    config.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         result: int = args.func(args)

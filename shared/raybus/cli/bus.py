@@ -11,15 +11,19 @@ Kubernetes install (the local stack does both itself).
 from __future__ import annotations
 
 import argparse
-import os
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from raybus.bus import security
 from raybus.bus.connect import BusAuth, nats_options
+from raybus.bus.declare import declare_bus
+from raybus.bus.streams import BusSettings
+from raybus.runtime.settings import CliSettings, CommonSettings
 
 
 def add_parser(sub: Any) -> None:
+    env = CliSettings()
     p = sub.add_parser("bus-secrets", help="generate the bus's TLS material and per-role credentials")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="directory for the CA, certificates, passwords and server configs")
@@ -33,19 +37,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--k8s-secret", default=None, metavar="NAME",
                    help="also create Secret NAME (flat keys, see docs/security.md) unless it exists: the install's "
                         "raybus-bus-secrets Job")
-    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "raybus-system"),
+    p.add_argument("--namespace", default=env.namespace,
                    help="namespace of that Secret (env POD_NAMESPACE; default raybus-system)")
-    p.add_argument("--kubeconfig", default=os.environ.get("RAYBUS_KUBECONFIG"),
+    p.add_argument("--kubeconfig", default=env.kubeconfig,
                    help="kubeconfig for creating it (env RAYBUS_KUBECONFIG; default: in-cluster)")
     p.set_defaults(func=run_secrets)
     q = sub.add_parser("bus-init", help="declare every stream and KV bucket as bus-admin")
-    q.add_argument("--nats-url", default=os.environ.get("RAYBUS_NATS_URL", "nats://127.0.0.1:4222"),
+    q.add_argument("--nats-url", default=env.nats_url,
                    help="NATS server(s), comma-separated (env RAYBUS_NATS_URL)")
-    q.add_argument("--nats-user", default=os.environ.get("RAYBUS_NATS_USER"),
-                   help="the bus-admin user (env RAYBUS_NATS_USER)")
-    q.add_argument("--nats-password-file", default=os.environ.get("RAYBUS_NATS_PASSWORD_FILE"),
+    q.add_argument("--nats-user", default=env.nats_user, help="the bus-admin user (env RAYBUS_NATS_USER)")
+    q.add_argument("--nats-password-file", default=env.nats_password_file,
                    help="file holding its password (env RAYBUS_NATS_PASSWORD_FILE)")
-    q.add_argument("--nats-ca-file", default=os.environ.get("RAYBUS_NATS_CA_FILE"),
+    q.add_argument("--nats-ca-file", default=env.nats_ca_file,
                    help="CA that signed the NATS server's certificate (env RAYBUS_NATS_CA_FILE)")
     q.set_defaults(func=run_init)
 
@@ -98,10 +101,8 @@ async def _create_secret(out: Path, name: str, namespace: str, kubeconfig: str |
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from raybus.cli.stack import declare_bus
-
     auth = BusAuth(nats_user=args.nats_user, nats_password_file=args.nats_password_file,
                    nats_ca_file=args.nats_ca_file)
-    declare_bus(nats_options(args.nats_url, auth))
+    asyncio.run(declare_bus(nats_options(args.nats_url, auth), BusSettings(replicas=CommonSettings().stream_replicas)))
     print("bus declared", flush=True)
     return 0

@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import nats.errors
@@ -20,6 +21,7 @@ import nats.errors
 from raybus.bus import subjects as s
 from raybus.bus.connect import BusAuth, connect_nats
 from raybus.runtime.reachable import redact
+from raybus.runtime.settings import CliSettings
 
 SHORTHANDS = {"obj", "trigger", "cmd", "status", "outcome", "dash", "dlq"}
 
@@ -126,19 +128,29 @@ def summarize(subject: str, data: bytes) -> dict[str, Any]:
     return row
 
 
+# Where `raybus up` (raybus-sim) keeps its stack: without --nats-url, tap joins it.
+HOME = Path(".raybus")
+
+
+def read_env(home: Path = HOME) -> dict[str, str]:
+    env_file = home / "env"
+    if not env_file.exists():
+        return {}
+    pairs = (line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    return {k: v for k, v in pairs}
+
+
 def tap_auth(*, local_stack: bool) -> BusAuth:
     """The read-only `tap` user: RAYBUS_NATS_* from the environment, else (no --nats-url given)
     the credentials `raybus up` generated."""
-    import os
 
     from raybus.bus import security
     from raybus.bus.permissions import Role
-    from raybus.cli.up import HOME
 
-    if os.environ.get("RAYBUS_NATS_USER"):
-        return BusAuth(nats_user=os.environ["RAYBUS_NATS_USER"],
-                       nats_password_file=os.environ.get("RAYBUS_NATS_PASSWORD_FILE"),
-                       nats_ca_file=os.environ.get("RAYBUS_NATS_CA_FILE"))
+    given = CliSettings()
+    if given.nats_user:
+        return BusAuth(nats_user=given.nats_user, nats_password_file=given.nats_password_file,
+                       nats_ca_file=given.nats_ca_file)
     secrets = HOME / "secrets"
     if local_stack and (secrets / "ca.pem").exists():
         env = security.service_env(secrets, Role.TAP, redis=False)
@@ -169,8 +181,6 @@ async def _connect(url: str, auth: BusAuth, closed_cb: Callable[[], Awaitable[No
 
 
 async def run(args: argparse.Namespace, subject: str) -> int:
-    from raybus.cli.up import read_env
-
     url = args.nats_url or read_env().get("RAYBUS_NATS_URL", "nats://127.0.0.1:4222")
     seen = 0
     done = asyncio.Event()

@@ -20,7 +20,6 @@ import asyncio
 import base64
 import datetime as dt
 import ipaddress
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +27,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from raybus.runtime.settings import CliSettings
 
 CA_DAYS = 3650
 CERT_DAYS = 365
@@ -117,9 +118,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--renew", action="store_true", help="renew the serving certificate now")
     p.add_argument("--renew-within-days", type=float, default=30.0,
                    help="renew when the certificate expires within this many days (default 30)")
-    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "raybus-system"),
+    p.add_argument("--namespace", default=CliSettings().namespace,
                    help="namespace of the Secret and Service (env POD_NAMESPACE; default raybus-system)")
-    p.add_argument("--kubeconfig", default=os.environ.get("RAYBUS_KUBECONFIG"),
+    p.add_argument("--kubeconfig", default=CliSettings().kubeconfig,
                    help="kubeconfig to use (env RAYBUS_KUBECONFIG; default: in-cluster)")
     p.set_defaults(func=run)
 

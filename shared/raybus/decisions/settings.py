@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.job.settings import JobSettings
-from raybus.decisions.service.model import ServiceSettings
+from raybus.decisions.rayservice.model import ServiceSettings
 
 
 class DecisionSettings(BaseModel):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -41,6 +40,8 @@ from opentelemetry.sdk.trace.sampling import (
 )
 from opentelemetry.trace import Link, Span, SpanKind
 from opentelemetry.util.types import Attributes
+
+from raybus.runtime.settings import environment, process_environment
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -107,25 +108,9 @@ def service_resource(service: str, env: Mapping[str, str], *, instance: str = ""
     ours: dict[str, str] = {"service.name": service, "service.namespace": "raybus"}
     if instance:
         ours["service.instance.id"] = instance
-    with _environ(env):
+    with environment(env):
         detected = OTELResourceDetector().detect()
     return Resource.create({**ours, **{k: v for k, v in detected.attributes.items() if isinstance(v, str)}})
-
-
-@contextlib.contextmanager
-def _environ(env: Mapping[str, str]) -> Iterator[None]:
-    """The SDK's detectors read os.environ; a test passes its own mapping."""
-    if env is os.environ:
-        yield
-        return
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def setup_tracing(service: str, exporter: SpanExporter | None = None, *,
@@ -134,7 +119,7 @@ def setup_tracing(service: str, exporter: SpanExporter | None = None, *,
     the exporters the OTEL_* variables ask for are added."""
     global _provider
     if _provider is None:
-        environ = os.environ if env is None else env
+        environ = process_environment() if env is None else env
         _provider = TracerProvider(resource=service_resource(service, environ, instance=instance))
         # OTEL_TRACES_SAMPLER's sampler (the SDK reads it when none is given), recording only
         # while something exports.

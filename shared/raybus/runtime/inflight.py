@@ -71,7 +71,7 @@ class InFlightWrites:
         resourceVersion after a successful status write; `status_failed`: its status write was
         not applied (refused, or skipped): `on_status_failed(key)` asks for a reconcile, which
         finds the same status still held back for `window_s` and requeues for when it is not
-        (cluster_reconciler.app._after_write), so a failed write is sent again after the window,
+        (runtime.status_writes.after_write), so a failed write is sent again after the window,
         as before, and a write that keeps failing costs one API call per window, not a loop."""
         if batch_id in self._sent:
             self._settled[batch_id] = self._clock()

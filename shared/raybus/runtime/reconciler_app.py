@@ -21,12 +21,14 @@ from raybus.bus.ledger import BatchLedger
 from raybus.bus.publish import publish_commands, publish_status
 from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.decisions.commands import Command, UpdateStatus
+from raybus.decisions.settings import DecisionSettings
 from raybus.observability import kuberay
 from raybus.runtime.batches import BatchResolver, PublishedBatches
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime, ReconcileFn
 from raybus.runtime.outcomes import OutcomeTracker
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.process import serve
+from raybus.runtime.settings import ReconcilerSettings, load
 
 log = logging.getLogger(__name__)
 # The primary kinds whose KubeRay metrics a reconciler exports (observability/kuberay.py).
@@ -39,7 +41,7 @@ class ReconcilerContext:
     cache: ObjectCache
     store: StateStore
     controller: s.Controller
-    settings: CommonSettings
+    settings: ReconcilerSettings
     outcomes: OutcomeTracker
     batches: BatchResolver
     published: PublishedBatches
@@ -77,7 +79,7 @@ class ReconcilerContext:
 
 
 class ReconcilerApp:
-    def __init__(self, settings: CommonSettings, *, controller: s.Controller,
+    def __init__(self, settings: ReconcilerSettings, *, controller: s.Controller,
                  primary_kind: s.Kind, kinds: list[s.Kind],
                  make_reconcile: Callable[[ReconcilerContext], ReconcileFn],
                  bus: BusSettings | None = None, dashboard: bool = False,
@@ -92,7 +94,8 @@ class ReconcilerApp:
         self._make = make_reconcile
         self._dashboard = dashboard  # also follow dashboard observations and this controller's results
         self._scopes = scopes  # kinds followed in one subject scope only (ObjectCache)
-        self._bus = bus or BusSettings(partitions=settings.partitions, declare=settings.bus_declare)
+        self._bus = bus or BusSettings(partitions=settings.partitions, declare=settings.bus_declare,
+                                       replicas=settings.stream_replicas)
         self.runtime: ControllerRuntime | None = None
         self.outcomes: OutcomeTracker | None = None
         self.context: ReconcilerContext | None = None
@@ -111,7 +114,7 @@ class ReconcilerApp:
                             scopes=self._scopes)
         self.outcomes = OutcomeTracker(self._nc, self._controller)
         published = PublishedBatches()
-        ledger = await BatchLedger.open(self._nc.jetstream(), declare=self._bus.declare)
+        ledger = await BatchLedger.open(self._nc.jetstream(), declare=self._bus.declare, replicas=self._bus.replicas)
         ctx = ReconcilerContext(nc=self._nc, cache=cache, store=self._store,
                                 controller=self._controller, settings=self.settings,
                                 outcomes=self.outcomes, published=published, ledger=ledger,
@@ -157,3 +160,13 @@ class ReconcilerApp:
             await self._store.close()
         if self._nc is not None:
             await self._nc.drain()
+
+
+def reconciler_main(service: str,
+                    create_app: Callable[[ReconcilerSettings, DecisionSettings], ReconcilerApp]) -> None:
+    """A reconciler process's main: flags/env -> settings -> run until SIGTERM. KubeRay reads its
+    knobs (ENABLE_RANDOM_POD_DELETE, RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS, ENABLE_ZERO_DOWNTIME,
+    ...) from the operator's environment; so does every reconciler, once, here at the edge, and
+    passes them into pure decision code."""
+    settings = load(ReconcilerSettings, service)
+    serve(settings, create_app(settings, settings.decisions()), needs=("nats", "redis"))

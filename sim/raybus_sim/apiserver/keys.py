@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from .paging import ListSnapshots
 from .resources import Registry
 from .store import Store
+
+if TYPE_CHECKING:
+    from .faults import ApiFaults
 
 
 @dataclass
@@ -27,7 +30,7 @@ class ServerState:
     watch_list: bool = False
     authenticator: Any = None
     authorizer: Any = None
-    faults: Any = None  # faults.ApiFaults: the chaos soak's 429/500/timeout switch
+    faults: ApiFaults | None = None  # the chaos soak's 429/500/timeout switch
 
 
 STATE: web.AppKey[ServerState] = web.AppKey("raybus_sim_apiserver", ServerState)

@@ -156,7 +156,7 @@ async def _answer(request: web.Request, *, state: ClusterState, tail: str,
 
 
 async def _close_tails(app: web.Application) -> None:
-    for ws in list(app[h.OPEN_TAILS]):
+    for ws in list(app.get(h.OPEN_TAILS) or ()):
         await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
 
 

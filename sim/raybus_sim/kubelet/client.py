@@ -23,7 +23,7 @@ from typing import Any
 
 from kubernetes_asyncio import client as kclient
 
-from raybus.adapters.kube import KubeClient, KubeError, Resource, _no_env_lookups, new_api_client
+from raybus.adapters.kube import KubeClient, KubeError, Resource, new_api_client, no_env_lookups
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -172,7 +172,7 @@ def api_client_for(url: str, token: str) -> kclient.ApiClient:
     cfg.api_key = {"BearerToken": token}
     cfg.api_key_prefix = {"BearerToken": "Bearer"}
     api = kclient.ApiClient(cfg)
-    _no_env_lookups(api)
+    no_env_lookups(api)
     return api
 
 

@@ -30,8 +30,8 @@ from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject, UpdateStatus
 from raybus.observability.metrics import COMMANDS, MESSAGES
 from raybus.runtime.tasks import cancel_and_wait
-from raybus.testing.servers import NatsServer
-from raybus.testing.streams import stream_messages
+from raybus_sim.testing.servers import NatsServer
+from raybus_sim.testing.streams import stream_messages
 from tests.integration.boundary.conftest import last_msg, sample_raycluster, until
 
 POD = resource_for("v1", "Pod")

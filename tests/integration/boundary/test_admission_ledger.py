@@ -32,7 +32,7 @@ from raybus.bus.ledger import BatchLedger, command_key, digest_of
 from raybus.bus.publish import publish_commands
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.commands import CreateObject
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.boundary.conftest import last_msg, sample_raycluster, until
 from tests.integration.boundary.test_admission import POD, RAYCLUSTER, batch, dead_letters, outcome, pod
 

@@ -20,8 +20,8 @@ from raybus.bus.streams import ensure_streams
 from raybus.decisions.commands import CreateObject, DeleteObject, ObjectRef, UpdateStatus
 from raybus.observability.metrics import COMMANDS
 from raybus.observability.tracing import setup_tracing
-from raybus.testing.servers import NatsServer, free_port
 from raybus_sim.apiserver import start_apiserver, write_kubeconfig
+from raybus_sim.testing.servers import NatsServer, free_port
 from tests.integration.boundary.conftest import last_msg, sample_raycluster, until
 
 POD = resource_for("v1", "Pod")

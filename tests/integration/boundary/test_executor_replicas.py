@@ -20,7 +20,7 @@ from raybus.bus.envelopes import CommandBatch, ObjectKey, Outcome
 from raybus.bus.publish import publish_commands
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.commands import CreateObject
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.boundary.conftest import sample_raycluster, until
 from tests.integration.boundary.test_executor import POD, RAYCLUSTER, worker_pod
 

@@ -14,7 +14,7 @@ from raybus.bus import subjects as s
 from raybus.bus.envelopes import CommandBatch, ObjectKey, Outcome
 from raybus.bus.publish import publish_commands
 from raybus.decisions.commands import CreateObject
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.boundary.conftest import last_msg, until
 from tests.integration.boundary.test_executor import start_executor, worker_pod
 from tests.integration.boundary.test_watcher import object_event, pod, start_watcher

@@ -23,7 +23,7 @@ from raybus.decisions.cluster.pod_manifest import cluster_spec_hash, head_pod_ma
 from raybus.decisions.cluster.pod_template import head_pod_name_prefix
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import CreateObject
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.conftest import REPO, SAMPLES
 from tests.integration.boundary.conftest import last_msg, until
 

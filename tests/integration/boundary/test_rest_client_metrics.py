@@ -14,8 +14,8 @@ from prometheus_client import REGISTRY
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, rate_limiter, resource_for
 from raybus.observability import restclient
 from raybus.observability.tracing import setup_tracing
-from raybus.testing.servers import free_port
 from raybus_sim.apiserver import RunningApiServer, write_kubeconfig
+from raybus_sim.testing.servers import free_port
 
 CM = resource_for("v1", "ConfigMap")
 

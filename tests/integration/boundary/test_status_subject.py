@@ -13,7 +13,7 @@ from raybus.bus.envelopes import CommandBatch, ObjectKey
 from raybus.bus.publish import publish_status
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.commands import ObjectRef, UpdateStatus
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.boundary.conftest import sample_raycluster, until
 from tests.integration.boundary.test_executor import start_executor
 

@@ -14,8 +14,8 @@ import nats
 from raybus.adapters.kube import KubeClient, new_api_client, resource_for
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import ObjectEvent, Trigger
-from raybus.testing.servers import NatsServer, free_port
 from raybus_sim.apiserver import RunningApiServer, start_apiserver, write_kubeconfig
+from raybus_sim.testing.servers import NatsServer, free_port
 from tests.conftest import SAMPLES
 from tests.integration.boundary.conftest import last_msg, until
 from watcher.app import Watcher, WatcherSettings

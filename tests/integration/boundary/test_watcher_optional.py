@@ -10,7 +10,7 @@ import nats
 
 from raybus.adapters.kube import KubeClient, KubeError, Resource, new_api_client, resource_for
 from raybus.bus import subjects as s
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.boundary.conftest import until
 from tests.integration.boundary.test_watcher import object_event
 from watcher.app import WatcherSettings, create_app

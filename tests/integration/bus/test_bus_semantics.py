@@ -18,7 +18,7 @@ from raybus.observability.metrics import DEAD_LETTERS
 from raybus.observability.tracing import setup_tracing
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.boundary.conftest import until
 from tests.integration.bus.helpers import publish_version
 

@@ -15,7 +15,7 @@ from raybus.bus.envelopes import ObjectEvent, ObjectKey
 from raybus.bus.publish import publish_object
 from raybus.bus.streams import ensure_streams
 from raybus.runtime.cache import ObjectCache
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.bus.helpers import publish_version
 
 

@@ -14,10 +14,10 @@ from raybus.bus import subjects as s
 from raybus.bus.envelopes import ObjectEvent, ObjectKey, Trigger
 from raybus.bus.publish import publish_object
 from raybus.bus.streams import ensure_streams
-from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.runtime.service import CommonSettings
-from raybus.testing.servers import NatsServer, RedisServer
-from raybus.testing.streams import stream_messages
+from raybus.decisions.settings import DecisionSettings
+from raybus.runtime.settings import ReconcilerSettings
+from raybus_sim.testing.servers import NatsServer, RedisServer
+from raybus_sim.testing.streams import stream_messages
 from tests.integration.boundary.conftest import until
 
 
@@ -36,9 +36,9 @@ async def test_pod_events_wake_their_raycluster_without_a_trigger(
     js = nc.jetstream()
     await ensure_streams(js)
     # No minimum interval: each wake is its own run, so a missing one shows.
-    app = ClusterReconcilerApp(CommonSettings(service="cluster-reconciler", nats_url=nats_server.url,
+    app = ClusterReconcilerApp(ReconcilerSettings(service="cluster-reconciler", nats_url=nats_server.url,
                                               redis_url=redis_server.url, replica_id="wakes",
-                                              min_interval_s=0.0), OperatorSettings())
+                                              min_interval_s=0.0), DecisionSettings())
     await app.start()
     runtime = app.runtime
     assert runtime is not None
@@ -86,9 +86,9 @@ async def test_a_replica_that_does_not_hold_the_partition_is_not_woken(
     nc = await nats.connect(nats_server.url)
     js = nc.jetstream()
     await ensure_streams(js)
-    app = ClusterReconcilerApp(CommonSettings(service="cluster-reconciler", nats_url=nats_server.url,
+    app = ClusterReconcilerApp(ReconcilerSettings(service="cluster-reconciler", nats_url=nats_server.url,
                                               redis_url=redis_server.url, replica_id="holder"),
-                               OperatorSettings())
+                               DecisionSettings())
     await app.start()
     runtime = app.runtime
     assert runtime is not None and runtime.leases is not None

@@ -16,15 +16,15 @@ from typing import Any
 
 from cluster_reconciler.app import ClusterReconcilerApp
 from raybus.bus.envelopes import CommandBatch, ObjectEvent
-from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.runtime.service import CommonSettings
-from raybus.testing.servers import NatsServer, RedisServer
+from raybus.decisions.settings import DecisionSettings
+from raybus.runtime.settings import ReconcilerSettings
+from raybus_sim.testing.servers import NatsServer, RedisServer
 from tests.integration.bus.test_cluster_reconciler_glue import KEY, _batches, _cluster
 
 
 async def _replica(nats_server: NatsServer, redis_server: RedisServer, name: str) -> ClusterReconcilerApp:
-    app = ClusterReconcilerApp(CommonSettings(service="cluster-reconciler", nats_url=nats_server.url,
-                                              redis_url=redis_server.url, replica_id=name), OperatorSettings())
+    app = ClusterReconcilerApp(ReconcilerSettings(service="cluster-reconciler", nats_url=nats_server.url,
+                                              redis_url=redis_server.url, replica_id=name), DecisionSettings())
     await app.start()
     return app
 

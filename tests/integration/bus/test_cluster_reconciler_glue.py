@@ -20,11 +20,11 @@ from raybus.bus.ledger import REVOKED, BatchLedger, command_key
 from raybus.bus.publish import publish_object
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.cluster.expectations import ScaleExpectations
-from raybus.decisions.cluster.settings import OperatorSettings
+from raybus.decisions.settings import DecisionSettings
 from raybus.runtime.controller import Result
-from raybus.runtime.service import CommonSettings
-from raybus.testing.servers import NatsServer, RedisServer
-from raybus.testing.streams import stream_messages
+from raybus.runtime.settings import ReconcilerSettings
+from raybus_sim.testing.servers import NatsServer, RedisServer
+from raybus_sim.testing.streams import stream_messages
 from tests.integration.boundary.conftest import until
 
 SAMPLE = yaml.safe_load((Path(__file__).resolve().parents[3] / "deploy/samples/ray-cluster.sample.yaml").read_text())
@@ -50,9 +50,9 @@ async def _app(nats_server: NatsServer, redis_server: RedisServer,
         await publish_object(nc.jetstream(), ObjectEvent(key=KEY, kind="raycluster", type="ADDED",
                                                          resource_version="7", object=obj))
     await nc.close()
-    app = ClusterReconcilerApp(CommonSettings(service="cluster-reconciler", nats_url=nats_server.url,
+    app = ClusterReconcilerApp(ReconcilerSettings(service="cluster-reconciler", nats_url=nats_server.url,
                                               redis_url=redis_server.url, replica_id="glue"),
-                               OperatorSettings())
+                               DecisionSettings())
     await app.start()
     return app
 

@@ -7,6 +7,7 @@ redis-server; Redis is also where they record what they saw, for the assertions.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ import redis.asyncio as aioredis
 
 from raybus.bus import subjects as s
 from raybus.bus.streams import BusSettings, ensure_streams
-from raybus.testing.servers import NatsServer, RedisServer
+from raybus_sim.testing.servers import NatsServer, RedisServer
 from tests.integration.bus.helpers import publish_version
 
 KEYS = 24
@@ -74,7 +75,7 @@ async def test_two_replicas_kill_one_no_loss_no_overlap(nats_server: NatsServer,
         for k in range(KEYS):
             spans = sorted(tuple(map(float, v.split(":")[:2]))
                            for v in await rds.lrange(f"interval:default/c{k}", 0, -1))
-            for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+            for (_, end), (start, _) in itertools.pairwise(spans):
                 assert start >= end, f"c{k}: two reconciles overlapped"
         survivors = {s.split(":")[0] for k in range(KEYS)
                      for s in await rds.lrange(f"seen:default/c{k}", -1, -1)}

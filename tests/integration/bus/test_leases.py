@@ -11,7 +11,7 @@ from nats.js.api import KeyValueConfig
 
 from raybus.bus import subjects as s
 from raybus.runtime.leases import PartitionLeases
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 
 
 async def test_the_member_count_needs_no_consumer_and_a_refused_one_keeps_the_leases(

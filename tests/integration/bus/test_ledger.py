@@ -10,7 +10,7 @@ import nats
 
 from raybus.bus.envelopes import CommandResult
 from raybus.bus.ledger import BatchLedger, digest_of, with_landed
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 
 NOW = 1_000_000.0
 D = digest_of(b"the batch")

@@ -9,7 +9,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from raybus.runtime.pull import PullWorkers
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.security.kit import until
 
 

@@ -20,9 +20,9 @@ from raybus.runtime.batches import BatchResolver, PublishedBatches
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.outcomes import OutcomeTracker
 from raybus.runtime.reconciler_app import ReconcilerContext
-from raybus.runtime.service import CommonSettings
+from raybus.runtime.settings import ReconcilerSettings
 from raybus.runtime.stepper import Step, StepRunner
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 
 
 async def test_a_published_dashboard_command_is_waited_for_when_the_interest_publish_fails(
@@ -36,7 +36,7 @@ async def test_a_published_dashboard_command_is_waited_for_when_the_interest_pub
     outcomes = OutcomeTracker(nc, s.Controller.SERVICE)
     published = PublishedBatches()
     ctx = ReconcilerContext(nc=nc, cache=cache, store=None, controller=s.Controller.SERVICE,  # type: ignore[arg-type]
-                            settings=CommonSettings(service="service-reconciler"), outcomes=outcomes,
+                            settings=ReconcilerSettings(service="service-reconciler"), outcomes=outcomes,
                             batches=BatchResolver(tracker=outcomes, ledger=ledger, published=published,
                                                   controller="service"),
                             published=published, ledger=ledger)

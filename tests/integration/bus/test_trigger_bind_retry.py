@@ -18,7 +18,7 @@ from raybus.bus.envelopes import ObjectKey
 from raybus.bus.streams import BusSettings, ensure_streams
 from raybus.runtime.cache import ObjectCache
 from raybus.runtime.controller import ControllerRuntime
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.bus.helpers import publish_version
 from tests.integration.bus.test_bus_semantics import _until
 

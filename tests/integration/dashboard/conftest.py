@@ -14,8 +14,8 @@ from nats.aio.client import Client as NATS
 
 from raybus.adapters.dashboard import RayDashboardClient, RayHttpProxyClient, render_base_url
 from raybus.bus.streams import ensure_streams
-from raybus.testing.servers import NatsServer
 from raybus_sim.dashboard import ClusterSettings, DashboardRegistry, create_dashboard_app
+from raybus_sim.testing.servers import NatsServer
 
 if TYPE_CHECKING:
     from tests.integration.dashboard.poller_kit import ObservationTap

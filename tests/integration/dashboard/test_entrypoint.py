@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from raybus.adapters.dashboard import DashboardUnreachable, RayDashboardClient
-from raybus.testing.servers import free_port
+from raybus_sim.testing.servers import free_port
 
 pytestmark = pytest.mark.integration
 

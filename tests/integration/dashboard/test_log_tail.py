@@ -15,7 +15,7 @@ from dashboard_poller.app import DashboardPollerService
 from raybus.adapters.dashboard import DashboardBadRequest, DashboardUnreachable, JobNotFound
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.adapters.dashboard_tail import open_log_tail
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.dashboard.conftest import Sim
 from tests.integration.dashboard.poller_kit import (
     CLUSTER,

@@ -16,7 +16,7 @@ from dashboard_poller.heads import Heads
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.bus import subjects as s
 from raybus.bus.publish import DASHBOARD_KIND
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.dashboard.conftest import Sim
 from tests.integration.dashboard.poller_kit import (
     CLUSTER,

@@ -20,7 +20,7 @@ from raybus.bus.ledger import BatchLedger, digest_of
 from raybus.bus.publish import DASHBOARD_KIND, DASHBOARD_RESULT_KIND, dashboard_ledger_key
 from raybus.decisions.dashboard_contract import DeleteJob, PutServeConfig, StopJob, SubmitJob
 from raybus.runtime.cache import ObjectCache
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.dashboard.conftest import Sim
 from tests.integration.dashboard.poller_kit import (
     CLUSTER,

@@ -14,8 +14,8 @@ from nats.aio.client import Client as NATS
 
 from raybus.adapters.kube import KubeClient, new_api_client
 from raybus.decisions.dashboard_contract import SubmitJob
-from raybus.testing.servers import NatsServer, stop_process
 from raybus_sim.apiserver import start_apiserver, write_kubeconfig
+from raybus_sim.testing.servers import NatsServer, stop_process
 from tests.integration.dashboard.conftest import Sim
 from tests.integration.dashboard.poller_kit import (
     CLUSTER,

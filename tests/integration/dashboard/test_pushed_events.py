@@ -11,7 +11,7 @@ from nats.aio.client import Client as NATS
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.decisions.dashboard_contract import DashboardInterest
 from raybus.decisions.ray_events import cluster_token, export_path
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.dashboard.conftest import Sim
 from tests.integration.dashboard.poller_kit import (
     CLUSTER,

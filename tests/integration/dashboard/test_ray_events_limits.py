@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from raybus.decisions.ray_events import MAX_BODY_BYTES, cluster_token, export_path
-from raybus.testing.envtest import ControlPlane
-from raybus.testing.servers import NatsServer, die_with_parent, free_ports, stop_process
+from raybus_sim.testing.envtest import ControlPlane
+from raybus_sim.testing.servers import NatsServer, die_with_parent, free_ports, stop_process
 from tests.integration.dashboard.poller_kit import until
 from tests.integration.realapi.kit import REPO
 

@@ -11,7 +11,7 @@ from nats.aio.client import Client as NATS
 from dashboard_poller.app import DashboardPollerService
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.bus import subjects as s
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.dashboard.conftest import Sim
 from tests.integration.dashboard.poller_kit import (
     CLUSTER,

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from raybus.testing.envtest import ApiError, ControlPlane
+from raybus_sim.testing.envtest import ApiError, ControlPlane
 
 REPO = Path(__file__).resolve().parents[3]
 KUSTOMIZE = REPO / "deploy" / "kustomize"

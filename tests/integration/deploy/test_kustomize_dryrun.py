@@ -7,7 +7,7 @@ it); CRDs, ClusterRoles, Deployments, StatefulSets, PDBs, ... are dry-run. A man
 refuses makes the same check fail (last test).
 
 `control_plane` is the real etcd + kube-apiserver (+ kube-controller-manager) of tests/conftest.py
-(raybus.testing.envtest); kubectl uses its admin kubeconfig."""
+(raybus_sim.testing.envtest); kubectl uses its admin kubeconfig."""
 
 from __future__ import annotations
 

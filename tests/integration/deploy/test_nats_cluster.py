@@ -29,7 +29,7 @@ from raybus.bus import subjects as s
 from raybus.bus.ledger import BatchLedger
 from raybus.bus.streams import BusSettings, ensure_leases, ensure_streams, stream_configs
 from raybus.observability.busstate import BusState
-from raybus.testing.servers import _binary, die_with_parent, free_ports
+from raybus_sim.testing.servers import _binary, die_with_parent, free_ports
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]

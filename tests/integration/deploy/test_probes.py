@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from raybus.testing.servers import die_with_parent, free_port, start_nats
+from raybus_sim.testing.servers import die_with_parent, free_port, start_nats
 
 pytestmark = pytest.mark.integration
 DEADLINE_S = 30.0

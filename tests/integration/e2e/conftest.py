@@ -2,7 +2,7 @@
 API server with kubelet and dashboards, every raybus service), reached only over HTTP/NATS.
 
 Every e2e test runs on the local API server (`[local]`); the suites in REAL_SERVER_SUITES also run
-on a real kube-apiserver + kube-controller-manager (`[real]`, raybus.testing.envtest, one per pytest
+on a real kube-apiserver + kube-controller-manager (`[real]`, raybus_sim.testing.envtest, one per pytest
 run) with the simulated node and dashboards as its API clients, same test code. On both, the
 watcher and the command-executor use their ServiceAccounts' tokens bound to the RBAC of the
 install, so a missing permission fails a test."""
@@ -24,8 +24,8 @@ import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
 from raybus.bus import subjects as s
-from raybus.cli.stack import LocalStack
 from raybus.decisions.cluster.expectations import ScaleExpectations
+from raybus_sim.devstack.stack import LocalStack
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLE = yaml.safe_load((REPO / "deploy/samples/ray-cluster.sample.yaml").read_text())

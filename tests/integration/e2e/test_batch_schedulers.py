@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from raybus.adapters.kube import KubeClient, KubeError, Resource, new_api_client, resource_for
-from raybus.cli.stack import LocalStack
+from raybus_sim.devstack.stack import LocalStack
 from tests.conftest import SAMPLES
 from tests.integration.e2e.conftest import NS, RC, SAMPLE, Kube
 

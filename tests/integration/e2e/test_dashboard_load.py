@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from raybus.cli.stack import LocalStack
+from raybus_sim.devstack.stack import LocalStack
 from tests.integration.e2e.conftest import NS, Kube
 from tests.integration.e2e.rayjob_kit import SAMPLE as JOB_SAMPLE
 from tests.integration.e2e.rayjob_kit import Jobs, jds, rayjob_doc, status

@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import Any
 
-from raybus.cli.stack import LocalStack
+from raybus_sim.devstack.stack import LocalStack
 from tests.integration.e2e.conftest import RC, Kube
 from tests.integration.e2e.test_raycluster import _workers
 

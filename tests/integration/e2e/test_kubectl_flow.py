@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 from raybus.adapters.kube import resource_for
-from raybus.cli.stack import LocalStack
+from raybus_sim.devstack.stack import LocalStack
 from tests.conftest import SAMPLES
 from tests.integration.e2e.conftest import Kube
 

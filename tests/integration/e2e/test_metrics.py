@@ -14,8 +14,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from raybus.adapters.kube import resource_for
-from raybus.cli.demo import follow_sample
-from raybus.cli.stack import LocalStack
+from raybus_sim.devstack.demo import follow_sample
+from raybus_sim.devstack.stack import LocalStack
 from tests.integration.e2e.conftest import RC, Kube
 
 RJ = resource_for("ray.io/v1", "RayJob")

@@ -12,8 +12,8 @@ import nats
 import pytest
 
 from raybus.bus import subjects as s
-from raybus.cli.stack import LocalStack
-from raybus.testing.servers import NatsCluster
+from raybus_sim.devstack.stack import LocalStack
+from raybus_sim.testing.servers import NatsCluster
 from tests.integration.e2e.conftest import Kube
 from tests.integration.e2e.test_raycluster import _workers
 from tests.integration.e2e.test_restarts import _exactly, _ledger, _some_pods_exist

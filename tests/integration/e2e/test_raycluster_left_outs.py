@@ -19,7 +19,7 @@ from raybus.adapters.kube import KubeError, resource_for
 from raybus.bus import subjects as s
 from raybus.cli.render import render
 from raybus.decisions.cluster.podutil import is_head
-from raybus.testing.streams import stream_messages
+from raybus_sim.testing.streams import stream_messages
 from tests.conftest import SAMPLES
 from tests.integration.e2e.conftest import NS, POD, RC, SAMPLE, Kube
 

@@ -12,7 +12,7 @@ from datetime import datetime
 import httpx
 import pytest
 
-from raybus.cli.stack import LocalStack
+from raybus_sim.devstack.stack import LocalStack
 from tests.conftest import SAMPLES
 from tests.integration.e2e.conftest import NS, Kube
 from tests.integration.e2e.rayjob_kit import (

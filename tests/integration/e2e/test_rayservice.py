@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from raybus.adapters.kube import KubeError, UnknownResource, resource_for
-from raybus.cli.stack import LocalStack
+from raybus_sim.devstack.stack import LocalStack
 from tests.conftest import SAMPLES
 from tests.integration.e2e.conftest import NS, Kube
 from tests.integration.e2e.rayjob_kit import hold_readiness, release_readiness

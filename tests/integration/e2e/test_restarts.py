@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from raybus.adapters.kube import KubeClient, new_api_client
-from raybus.cli.stack import LocalStack
+from raybus_sim.devstack.stack import LocalStack
 from tests.integration.e2e.conftest import Kube, PodLedger
 from tests.integration.e2e.test_raycluster import _workers
 

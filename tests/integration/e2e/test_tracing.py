@@ -26,8 +26,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from raybus.adapters.kube import KubeClient, new_api_client
-from raybus.cli.stack import LocalStack
-from raybus.testing.servers import free_port
+from raybus_sim.devstack.stack import LocalStack
+from raybus_sim.testing.servers import free_port
 from tests.integration.e2e.conftest import Kube
 from tests.integration.e2e.rayjob_kit import SAMPLE, Jobs, rayjob_doc
 

@@ -38,9 +38,9 @@ import pytest
 import yaml
 
 from raybus.adapters.kube import KubeClient, new_api_client, resource_for
-from raybus.cli.demo import follow_sample
-from raybus.cli.stack import LocalStack
-from raybus.testing import prometheus as prom
+from raybus_sim.devstack.demo import follow_sample
+from raybus_sim.devstack.stack import LocalStack
+from raybus_sim.testing import prometheus as prom
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]

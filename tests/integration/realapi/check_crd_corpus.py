@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raybus.testing.envtest import ControlPlane
+from raybus_sim.testing.envtest import ControlPlane
 from tests.crds.verdicts import run_kubectl
 from tests.integration.realapi.test_crd_verdicts import CORPUS, EXPECTED
 

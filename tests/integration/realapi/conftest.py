@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from raybus.testing.envtest import ControlPlane
-from raybus.testing.servers import NatsServer, RedisServer
+from raybus_sim.testing.envtest import ControlPlane
+from raybus_sim.testing.servers import NatsServer, RedisServer
 from tests.integration.realapi.kit import RealApiServices
 
 

@@ -1,6 +1,6 @@
 """raybus services as processes against the real control plane, each with its deploy RBAC.
 
-Like `raybus up` (shared/raybus/cli/stack.py) but the API server is the envtest kube-apiserver: the
+Like `raybus up` (sim/raybus_sim/devstack/stack.py) but the API server is the envtest kube-apiserver: the
 watcher, the command-executor and the dashboard-poller run with ServiceAccount tokens (TokenRequest
 API) bound to their ClusterRoles from the deploy manifest, through a RoleBinding in the test's
 namespace only (their informers are scoped to that namespace with RAYBUS_WATCH_NAMESPACE), so the
@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from raybus.cli.stack import RBAC_MANIFEST, SERVICE_ACCOUNTS
-from raybus.testing.envtest import ApiError, ControlPlane
-from raybus.testing.servers import die_with_parent, stop_process
+from raybus_sim.devstack.stack import RBAC_MANIFEST, SERVICE_ACCOUNTS
+from raybus_sim.testing.envtest import ApiError, ControlPlane
+from raybus_sim.testing.servers import die_with_parent, stop_process
 
 REPO = Path(__file__).resolve().parents[3]
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

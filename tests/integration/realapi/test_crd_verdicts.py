@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from raybus.testing.envtest import ApiError, ControlPlane, install_crds
+from raybus_sim.testing.envtest import ApiError, ControlPlane, install_crds
 from tests.conftest import REPO
 from tests.crds.corpus import cases
 from tests.crds.record_kuberay import VERDICTS

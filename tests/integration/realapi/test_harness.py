@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from raybus.adapters.kube import KubeClient, new_api_client, resource_for
-from raybus.testing.envtest import ApiError, ControlPlane
+from raybus_sim.testing.envtest import ApiError, ControlPlane
 
 pytestmark = pytest.mark.integration
 

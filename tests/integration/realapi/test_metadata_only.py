@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from raybus.adapters.kube import METADATA_ONLY, KubeClient, KubeError, new_api_client, resource_for
-from raybus.testing.envtest import ControlPlane
 from raybus_sim.apiserver import start_apiserver, write_kubeconfig
+from raybus_sim.testing.envtest import ControlPlane
 
 pytestmark = pytest.mark.integration
 CONFIGMAPS = resource_for("v1", "ConfigMap")

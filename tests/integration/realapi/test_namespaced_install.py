@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from raybus.testing.envtest import ApiError, ControlPlane
-from raybus.testing.servers import NatsServer, RedisServer
+from raybus_sim.testing.envtest import ApiError, ControlPlane
+from raybus_sim.testing.servers import NatsServer, RedisServer
 from tests.integration.deploy.install_kit import InstalledRbac, install_rbac, render
 from tests.integration.realapi.kit import RealApiServices
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from raybus.testing.envtest import ApiError
+from raybus_sim.testing.envtest import ApiError
 from tests.integration.realapi.kit import REPO, RealApiServices
 
 pytestmark = pytest.mark.integration

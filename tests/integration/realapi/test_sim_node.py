@@ -18,11 +18,11 @@ import pytest
 from aiohttp import web
 
 from raybus.adapters.kube import KubeClient, KubeError, new_api_client, resource_for
-from raybus.testing.envtest import ControlPlane
-from raybus.testing.servers import free_port
 from raybus_sim.kubelet import Delays, KubeletConfig
 from raybus_sim.kubelet.client import ClusterView
 from raybus_sim.kubelet.node import SimNode
+from raybus_sim.testing.envtest import ControlPlane
+from raybus_sim.testing.servers import free_port
 
 pytestmark = pytest.mark.integration
 NODE = "realapi-test-node"

@@ -15,8 +15,8 @@ import yaml
 
 from raybus.bus import subjects as s
 from raybus.bus.envelopes import ObjectEvent
-from raybus.testing.envtest import ApiError, ControlPlane, install_crds
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.envtest import ApiError, ControlPlane, install_crds
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.boundary.conftest import last_msg, until
 from tests.integration.realapi.kit import REPO, RealApiServices, logged
 

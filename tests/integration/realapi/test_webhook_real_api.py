@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from raybus.testing.envtest import ApiError, ControlPlane
-from raybus.testing.servers import ServerProcess, free_port
+from raybus_sim.testing.envtest import ApiError, ControlPlane
+from raybus_sim.testing.servers import ServerProcess, free_port
 from tests.conftest import REPO
 from tests.unit.api.builders import mutated, raycluster, rayjob
 

@@ -15,7 +15,7 @@ from dashboard_poller.app import DashboardPollerService
 from dashboard_poller.settings import PollerSettings
 from raybus.adapters.dashboard import RayDashboardClient
 from raybus.adapters.dashboard_models import JobSubmitRequest
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.dashboard.poller_kit import FAST_POLLER, ObservationTap, Reconciler, until
 
 from .conftest import RayHead

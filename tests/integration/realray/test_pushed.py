@@ -19,7 +19,7 @@ from raybus.adapters.dashboard import RayDashboardClient
 from raybus.adapters.dashboard_models import JobSubmitRequest
 from raybus.decisions.dashboard_poll import TERMINAL_JOB
 from raybus.decisions.ray_events import cluster_token, export_path
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.integration.dashboard.poller_kit import (
     FAST_POLLER,
     ObservationTap,

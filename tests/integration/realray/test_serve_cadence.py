@@ -20,7 +20,7 @@ from dashboard_poller.app import DashboardPollerService
 from dashboard_poller.settings import PollerSettings
 from raybus.adapters.dashboard import DashboardError, DashboardTransientError, RayDashboardClient
 from raybus.bus import subjects as s
-from raybus.testing.servers import NatsServer
+from raybus_sim.testing.servers import NatsServer
 from tests.bench import pct
 from tests.integration.dashboard.poller_kit import FAST_POLLER, ObservationTap, Reconciler, until
 

@@ -36,7 +36,7 @@ def answers() -> dict[tuple[str, str], Any]:
 
 # The README answered these rows for CRDs whose pod templates kept unknown fields and took any
 # value; deploy/crds carries the full pod-template schema (as KubeRay's CRDs do), and these are the
-# real kube-apiserver v1.36.2's answers to the same requests with it (raybus.testing.envtest). A
+# real kube-apiserver v1.36.2's answers to the same requests with it (raybus_sim.testing.envtest). A
 # message ends in "..." where v1.36 words the rest differently from the README's v1.33.
 _QUANTITY = r"'^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$'"
 FULL_SCHEMA: dict[tuple[str, str], str] = {

@@ -221,10 +221,11 @@ async def test_patch_flavours(api: client.ApiClient) -> None:
     await co.create_namespaced_custom_object(**RC, namespace="default", body=raycluster("sm"))
     import aiohttp
 
-    async with aiohttp.ClientSession() as http:  # strategic merge is not allowed on custom resources
-        async with http.patch(f"{api.configuration.host}/apis/ray.io/v1/namespaces/default/rayclusters/sm",
-                              data="{}", headers={"Content-Type": "application/strategic-merge-patch+json"}) as r:
-            assert r.status == 415 and (await r.json())["reason"] == "UnsupportedMediaType"
+    # strategic merge is not allowed on custom resources
+    async with aiohttp.ClientSession() as http, http.patch(
+            f"{api.configuration.host}/apis/ray.io/v1/namespaces/default/rayclusters/sm",
+            data="{}", headers={"Content-Type": "application/strategic-merge-patch+json"}) as r:
+        assert r.status == 415 and (await r.json())["reason"] == "UnsupportedMediaType"
 
 
 async def test_crd_created_through_api_is_served(api: client.ApiClient) -> None:
@@ -309,11 +310,12 @@ async def test_crd_schema_prunes_defaults_and_validates(server: RunningApiServer
     assert exc.value.status == 422 and 'spec.size: Required value' in status_of(exc.value)["message"]
     import aiohttp
 
-    async with aiohttp.ClientSession() as http:  # kubectl's fieldValidation=Strict: unknown fields are a 400
-        async with http.post(f"{server.url}/apis/acme.io/v1/namespaces/default/things?fieldValidation=Strict",
-                             json=thing("s", {"size": 1, "bogus": 1})) as r:
-            assert r.status == 400
-            assert 'strict decoding error: unknown field "spec.bogus"' in (await r.json())["message"]
+    # kubectl's fieldValidation=Strict: unknown fields are a 400
+    async with aiohttp.ClientSession() as http, http.post(
+            f"{server.url}/apis/acme.io/v1/namespaces/default/things?fieldValidation=Strict",
+            json=thing("s", {"size": 1, "bogus": 1})) as r:
+        assert r.status == 400
+        assert 'strict decoding error: unknown field "spec.bogus"' in (await r.json())["message"]
 
 
 async def test_events_api_groups_share_storage(api: client.ApiClient) -> None:

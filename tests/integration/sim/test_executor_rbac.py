@@ -25,9 +25,9 @@ from raybus.bus.publish import publish_commands
 from raybus.bus.streams import ensure_streams
 from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
 from raybus.decisions.cluster.settings import OperatorSettings
-from raybus.testing.servers import NatsServer
 from raybus_sim.apiserver import RunningApiServer, start_apiserver, write_kubeconfig
 from raybus_sim.kubelet import KubeletConfig
+from raybus_sim.testing.servers import NatsServer
 from tests.conftest import SAMPLES
 from tests.integration.boundary.conftest import last_msg, until
 

@@ -26,11 +26,10 @@ def _ready(pod: client.V1Pod) -> bool:
 
 
 async def _sim(server: RunningApiServer, method: str, path: str, body: dict | None = None) -> dict:
-    async with aiohttp.ClientSession() as http:
-        async with http.request(method, f"{server.url}/sim/{path}", json=body) as r:
-            data = await r.json()
-            assert r.status < 300, data
-            return data
+    async with aiohttp.ClientSession() as http, http.request(method, f"{server.url}/sim/{path}", json=body) as r:
+        data = await r.json()
+        assert r.status < 300, data
+        return data
 
 
 async def test_pod_becomes_running_and_ready(api: client.ApiClient) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from raybus.cli.demo import left_unfinished
+from raybus_sim.devstack.demo import left_unfinished
 
 
 def _job(deployment: str | None, job_status: str | None = None, reason: str | None = None) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from raybus.cli import up
-from raybus.cli.stack import stack_env
+from raybus_sim.devstack import up
+from raybus_sim.devstack.stack import stack_env
 
 SIM = {"RAYBUS_NATS_URL": "nats://127.0.0.1:1111", "RAYBUS_REDIS_URL": "redis://127.0.0.1:2222",
        "RAYBUS_KUBECONFIG": "/home/kubeconfig",

@@ -13,8 +13,8 @@ import pytest
 
 CHILD = textwrap.dedent("""
     import asyncio
-    from raybus.cli.demo import run_interruptible
-    from raybus.cli.up import stop_on_signals
+    from raybus_sim.devstack.demo import run_interruptible
+    from raybus_sim.devstack.up import stop_on_signals
 
     async def swallows_cancels() -> None:
         print("ready", flush=True)

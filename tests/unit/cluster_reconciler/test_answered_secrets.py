@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cluster_reconciler.answered import AnsweredSecrets
+from cluster_reconciler.state import AnsweredSecrets
 from raybus.bus.envelopes import CommandResult, ObjectKey, Outcome
 
 KEY = ObjectKey(namespace="ns", name="rc")

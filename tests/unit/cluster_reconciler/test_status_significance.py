@@ -1,5 +1,5 @@
-"""Which RayCluster status changes are written at once and which may wait STATUS_INTERVAL_S
-(cluster_reconciler.app.significant): state, reason, head and conditions as KubeRay writes them
+"""Which RayCluster status changes are written at once and which may wait runtime.status_writes.STATUS_INTERVAL_S
+(cluster_reconciler.reconciler.significant): state, reason, head and conditions as KubeRay writes them
 (at once); only counters, desired resources and endpoints are folded."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cluster_reconciler.app import significant
+from cluster_reconciler.reconciler import significant
 
 BASE: dict[str, Any] = {
     "state": "",

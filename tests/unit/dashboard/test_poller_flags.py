@@ -1,4 +1,4 @@
-"""The dashboard-poller's flags and RAYBUS_* env (dashboard_poller/__main__.py): the Serve cadence is
+"""The dashboard-poller's flags and RAYBUS_* env (runtime.settings.load): the Serve cadence is
 a setting like the others, and a bad value is one usage error line, never a traceback."""
 
 from __future__ import annotations
@@ -18,9 +18,13 @@ def test_serve_interval_default_flag_and_env(monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.parametrize(("argv", "env", "says"), [
-    (["--serve-interval-s", "-1"], None, "--serve-interval-s: Input should be greater than or equal to 0"),
-    (["--serve-interval-s", "often"], None, "argument --serve-interval-s: invalid float value: 'often'"),
-    ([], "often", "RAYBUS_SERVE_INTERVAL_S='often' is not a float"),
+    # One line naming the flag and the variable, from the flag or the environment alike.
+    (["--serve-interval-s", "-1"], None,
+     "--serve-interval-s / RAYBUS_SERVE_INTERVAL_S: Input should be greater than or equal to 0"),
+    (["--serve-interval-s", "often"], None,
+     "--serve-interval-s / RAYBUS_SERVE_INTERVAL_S: Input should be a valid number, unable to parse string as a number"),
+    ([], "often",
+     "--serve-interval-s / RAYBUS_SERVE_INTERVAL_S: Input should be a valid number, unable to parse string as a number"),
 ])
 def test_a_bad_serve_interval_is_one_line(argv: list[str], env: str | None, says: str,
                                           monkeypatch: pytest.MonkeyPatch,

@@ -28,15 +28,15 @@ from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObj
 from raybus.decisions.dashboard_contract import DashboardCommand
 from raybus.decisions.job.model import JobDecision
 from raybus.decisions.ray_events import EXPORT_ADDR_ENV, ExportSettings, cluster_token
-from raybus.decisions.service.model import ServiceDecision
+from raybus.decisions.rayservice.model import ServiceDecision
 from raybus.decisions.settings import DecisionSettings
 from tests.conftest import SAMPLES
 from tests.unit.decisions.cluster.test_reconcile_properties import snapshots
 from tests.unit.decisions.job.world import EVENTS as JOB_WORLD_EVENTS
 from tests.unit.decisions.job.world import World as JobWorld
-from tests.unit.decisions.service.test_samples import load
-from tests.unit.decisions.service.world import World as ServiceWorld
-from tests.unit.decisions.service.world import merge
+from tests.unit.decisions.rayservice.test_samples import load
+from tests.unit.decisions.rayservice.world import World as ServiceWorld
+from tests.unit.decisions.rayservice.world import merge
 
 Json = dict[str, Any]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

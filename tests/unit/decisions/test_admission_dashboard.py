@@ -18,7 +18,7 @@ from raybus.decisions.dashboard_contract import (
     StopJob,
     SubmitJob,
 )
-from raybus.decisions.service.serve import parse_serve_config
+from raybus.decisions.rayservice.serve import parse_serve_config
 from tests.unit.decisions.test_admission import CheckedJobWorld, view
 
 Json = dict[str, Any]

@@ -32,9 +32,9 @@ from raybus.decisions.commands import Command, ObjectRef, UpdateStatus
 from tests.unit.decisions.cluster.test_pod_samples import CLUSTERS
 from tests.unit.decisions.cluster.test_reconcile_helpers import apply
 from tests.unit.decisions.job import world as job_world
-from tests.unit.decisions.service import test_incremental as service_incremental
-from tests.unit.decisions.service import test_properties as service_props
-from tests.unit.decisions.service import world as service_world
+from tests.unit.decisions.rayservice import test_incremental as service_incremental
+from tests.unit.decisions.rayservice import test_properties as service_props
+from tests.unit.decisions.rayservice import world as service_world
 from watcher.routing import WATCHES
 
 Json = dict[str, Any]

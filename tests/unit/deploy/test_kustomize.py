@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from raybus.cli.stack import RBAC_MANIFEST
+from raybus.runtime.settings import KubeRayEnv, env_name
+from raybus.runtime.settings_reference import settings_class
+from raybus_sim.devstack.stack import RBAC_MANIFEST
 
 REPO = Path(__file__).resolve().parents[3]
 KUSTOMIZE = REPO / "deploy" / "kustomize"
@@ -181,12 +183,10 @@ def test_settings_named_as_kuberay_reach_the_services_that_use_them(target: str)
         env_from = [s["configMapRef"]["name"] for s in container(d).get("envFrom") or []]
         assert [n.startswith("raybus-operator-env") for n in env_from] == ([True] if names >= DECIDING else [])
         # every env name a service is given is one it reads
-        sources = "".join(p.read_text() for p in (REPO / "services" / service).rglob("*.py"))
-        sources += (REPO / "shared/raybus/runtime/service.py").read_text()
-        sources += (REPO / "shared/raybus/runtime/decision_settings.py").read_text()
-        sources += (REPO / "shared/raybus/bus/streams.py").read_text()
+        cls = settings_class(service)
+        reads = {env_name(n, f) for n, f in cls.model_fields.items()} | set(KubeRayEnv.model_fields)
         for name in env - {"POD_IP"}:  # POD_IP: only for RAYBUS_METRICS_ADDR's $(POD_IP)
-            assert name in sources or name.removeprefix("RAYBUS_") in sources, (service, name)
+            assert name in reads, (service, name)
     assert config["data"]["kubeClient.qps"] == "100" and config["data"]["kubeClient.burst"] == "200"
 
 
@@ -285,9 +285,8 @@ def test_the_webhook_component_adds_kuberays_webhooks_and_nothing_else() -> None
         {"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}  # not the CA's key
     config = next(cm for n, cm in of(docs, "ConfigMap").items() if n.startswith("raybus-config"))
     assert env_from_config(d, config)["RAYBUS_WEBHOOK_STRICTNESS"] == "kuberay"
-    sources = "".join(p.read_text() for p in (REPO / "services" / "webhook").rglob("*.py"))
-    assert all(e["name"].removeprefix("RAYBUS_") in sources or e["name"] in sources or e["name"] in (
-        "RAYBUS_REPLICA_ID", "RAYBUS_METRICS_PORT", "RAYBUS_LOG_LEVEL") for e in c["env"])
+    reads = {env_name(n, f) for n, f in settings_class("webhook").model_fields.items()}
+    assert {e["name"] for e in c["env"]} <= reads
     service = of(docs, "Service")["raybus-webhook"]["spec"]
     assert service["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook"}]
     hooks = of(docs, "ValidatingWebhookConfiguration")["raybus-validating-webhook"]["webhooks"]

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from raybus.observability.logging import setup_logging
 from raybus.observability.metrics import DASHBOARD_COMMANDS, serve_metrics, set_ready
 from raybus.observability.tracing import extract_context, inject_headers, setup_tracing
-from raybus.testing.servers import free_port
+from raybus_sim.testing.servers import free_port
 
 
 def test_json_logs_carry_service_and_trace_ids() -> None:

@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 CHILD = textwrap.dedent("""
     import gc, sys, weakref
-    import raybus.runtime.service as svc
+    import raybus.runtime.process as svc
+    from raybus.runtime.settings import RaybusSettings, load
 
-    args = svc.common_parser("gc-test").parse_args(sys.argv[1:])
-    settings = svc.common_settings("gc-test", args)
+    settings = load(RaybusSettings, "gc-test", sys.argv[1:])
     svc.tune_gc(settings.gc_gen0)
     print(settings.gc_gen0, gc.get_threshold()[0], gc.get_freeze_count() > 0)
 

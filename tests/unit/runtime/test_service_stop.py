@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 CHILD = textwrap.dedent("""
     import asyncio, sys
-    import raybus.runtime.service as svc
+    import raybus.runtime.process as svc
+    from raybus.runtime.settings import CommonSettings
 
     svc.STOP_GRACE_S = float(sys.argv[1])
 
@@ -27,7 +28,7 @@ CHILD = textwrap.dedent("""
                     except asyncio.CancelledError:
                         pass
 
-    settings = svc.CommonSettings(service="stop-test", log_level="WARNING")
+    settings = CommonSettings(service="stop-test", log_level="WARNING")
     asyncio.run(svc.run_service(settings, App(), needs=()))  # no NATS here: start at once
 """)
 

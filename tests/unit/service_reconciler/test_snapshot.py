@@ -13,7 +13,7 @@ from raybus.runtime.cache import ObjectCache
 from service_reconciler.app import KINDS
 from service_reconciler.snapshot import build_snapshot
 from service_reconciler.state import ServiceState
-from tests.unit.decisions.service.world import make_service
+from tests.unit.decisions.rayservice.world import make_service
 
 Json = dict[str, Any]
 ORIGIN = {"ray.io/originated-from-crd": "RayService", "ray.io/originated-from-cr-name": "rs"}

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from raybus.bus.envelopes import DashboardResultMessage, ObjectKey
 from raybus.decisions.dashboard_contract import DashboardCommandResult, PutServeConfig
-from raybus.decisions.service.model import ServeConfigCacheEntry, ServiceDecision
+from raybus.decisions.rayservice.model import ServeConfigCacheEntry, ServiceDecision
 from service_reconciler.snapshot import paired_results
 from service_reconciler.state import InflightCommand, ServiceState, merge_deadlines
 

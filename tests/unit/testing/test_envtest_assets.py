@@ -1,4 +1,4 @@
-"""How the envtest binaries are found or provided (raybus.testing.envtest_assets): KUBEBUILDER_ASSETS
+"""How the envtest binaries are found or provided (raybus_sim.testing.envtest_assets): KUBEBUILDER_ASSETS
 must be complete, ../shared/envtest is checked against its sha256 values, and with neither that
 folder nor a reachable download it is an error that says so, never a skip."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from raybus.testing import envtest_assets as assets
-from raybus.testing.servers import free_port
+from raybus_sim.testing import envtest_assets as assets
+from raybus_sim.testing.servers import free_port
 
 
 def _exe(path: Path, content: bytes = b"#!/bin/sh\n") -> Path:

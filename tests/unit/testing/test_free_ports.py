@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from raybus.testing.servers import free_ports
+from raybus_sim.testing.servers import free_ports
 
 
 def test_ports_are_distinct_and_bindable() -> None:

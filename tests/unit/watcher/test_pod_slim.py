@@ -21,7 +21,7 @@ from raybus.decisions.cluster.expectations import ScaleExpectations
 from raybus.decisions.cluster.reconcile import ClusterSnapshot, reconcile_cluster
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import CreateObject
-from raybus.decisions.service.services import serving_port
+from raybus.decisions.rayservice.services import serving_port
 from watcher.routing import pod_update_matters, sanitize
 
 SAMPLE = Path(__file__).resolve().parents[3] / "deploy/samples/ray-cluster.sample.yaml"

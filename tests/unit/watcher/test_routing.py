@@ -275,7 +275,8 @@ def test_scope_of_a_cluster_and_its_pods_is_its_owner(owner_kind: str | None, sc
     """KubeRay labels no Pod with its origin: a Pod's scope is its cluster's owner's."""
     cluster = _owned_cluster(owner_kind)
     assert scope_of(s.Kind.RAYCLUSTER, cluster) == scope
-    owners = {("ns", "rc"): r for r in [cluster_owner(cluster)] if r is not None}
+    owner = cluster_owner(cluster)
+    owners = {("ns", "rc"): owner} if owner is not None else {}
     pod = {"metadata": {"name": "rc-head-x", "namespace": "ns", "labels": {"ray.io/cluster": "rc"}}}
     assert scope_of(s.Kind.POD, pod, cluster_owners=owners) == scope
     assert scope_of(s.Kind.SERVICE, pod, cluster_owners=owners) == "_"  # scoped kinds only

@@ -29,12 +29,7 @@ from raybus.decisions.cluster.batch_scheduler import (
     build_volcano_pod_group,
     gang_scheduling_enabled,
 )
-from raybus.decisions.cluster.network_policy import build_network_policies
-from raybus.decisions.cluster.pod_manifest import cluster_spec_hash, head_pod_manifest, worker_pod_manifest
-from raybus.decisions.cluster.pod_template import head_pod_name_prefix, worker_pod_name_prefix
-from raybus.decisions.cluster.rbac import build_autoscaler_rbac
-from raybus.decisions.cluster.redis_cleanup import build_redis_cleanup_job, redis_cleanup_applies
-from raybus.decisions.cluster.services import (
+from raybus.decisions.cluster.k8s_services import (
     build_head_ingress,
     build_head_service,
     build_headless_worker_service,
@@ -42,6 +37,11 @@ from raybus.decisions.cluster.services import (
     is_serve_service_enabled,
     needs_headless_worker_service,
 )
+from raybus.decisions.cluster.network_policy import build_network_policies
+from raybus.decisions.cluster.pod_manifest import cluster_spec_hash, head_pod_manifest, worker_pod_manifest
+from raybus.decisions.cluster.pod_template import head_pod_name_prefix, worker_pod_name_prefix
+from raybus.decisions.cluster.rbac import build_autoscaler_rbac
+from raybus.decisions.cluster.redis_cleanup import build_redis_cleanup_job, redis_cleanup_applies
 from raybus.decisions.cluster.settings import OperatorSettings
 
 Json = Mapping[str, Any]

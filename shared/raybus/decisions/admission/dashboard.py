@@ -37,7 +37,7 @@ from raybus.decisions.dashboard_contract import (
 )
 from raybus.decisions.job import constants as job_c
 from raybus.decisions.job.running import submit_job_request
-from raybus.decisions.service.serve import parse_serve_config
+from raybus.decisions.rayservice.serve import parse_serve_config
 
 Json = Mapping[str, Any]
 OWNERS = {"job": "RayJob", "service": "RayService"}

@@ -19,9 +19,9 @@ from raybus.decisions.admission.verdict import MALFORMED, NOT_BUILT, Refused, me
 from raybus.decisions.cluster import labels as k
 from raybus.decisions.job.cluster import build_head_service_for_rayjob, construct_ray_cluster, dashboard_url
 from raybus.decisions.job.submitter import SubmitterError, submitter_job, submitter_template
-from raybus.decisions.service import incremental as inc
-from raybus.decisions.service.clusters import construct_ray_cluster as construct_service_cluster
-from raybus.decisions.service.services import (
+from raybus.decisions.rayservice import incremental as inc
+from raybus.decisions.rayservice.clusters import construct_ray_cluster as construct_service_cluster
+from raybus.decisions.rayservice.services import (
     ServiceBuildError,
     build_head_service,
     build_serve_service,

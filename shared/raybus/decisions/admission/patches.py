@@ -37,11 +37,11 @@ from raybus.decisions.cluster.redis_cleanup import GCS_FT_REDIS_CLEANUP_FINALIZE
 from raybus.decisions.commands import DeleteObject, ObjectRef, PatchObject, apply_merge_patch
 from raybus.decisions.job import constants as job_c
 from raybus.decisions.job.cluster import build_head_service_for_rayjob
-from raybus.decisions.service import constants as service_c
-from raybus.decisions.service import incremental as inc
-from raybus.decisions.service.clusters import apply_modification
-from raybus.decisions.service.clusters import construct_ray_cluster as construct_service_cluster
-from raybus.decisions.service.services import (
+from raybus.decisions.rayservice import constants as service_c
+from raybus.decisions.rayservice import incremental as inc
+from raybus.decisions.rayservice.clusters import apply_modification
+from raybus.decisions.rayservice.clusters import construct_ray_cluster as construct_service_cluster
+from raybus.decisions.rayservice.services import (
     build_head_service,
     build_serve_service,
     head_service_name,

@@ -49,7 +49,7 @@ from raybus.decisions.commands import (
     RecordEvent,
     UpdateStatus,
 )
-from raybus.decisions.service.constants import GATEWAY_API_VERSION
+from raybus.decisions.rayservice.constants import GATEWAY_API_VERSION
 from raybus.decisions.settings import DecisionSettings
 
 Json = v.Json

@@ -62,20 +62,30 @@ def reconcile_multi_host_worker_group(
     desired: int,
     random_delete: bool,
 ) -> ReconcileError | None:
-    from raybus.decisions.cluster.pods import build_worker  # cycle: pods imports this module
-
-    name = group.group_name
+    """reconcileMultiHostWorkerGroup: its four steps in order; the first that acts ends the round."""
     hosts = group.num_of_hosts or 1
     replicas = replica_map(worker_pods)
+    return (_clean_up_incomplete(plan, group, replicas, hosts)
+            or _delete_unhealthy(plan, group, worker_pods, replicas)
+            or _workers_to_delete(plan, group, worker_pods, replicas)
+            or _scale(plan, group, worker_pods, replicas, hosts=hosts, desired=desired, random_delete=random_delete))
 
-    # 1. Clean up incomplete replica groups (atomicity: all hosts or none).
+
+def _clean_up_incomplete(plan: PodPlan, group: WorkerGroupSpec, replicas: dict[str, list[Pod]],
+                         hosts: int) -> ReconcileError | None:
+    """1. Clean up incomplete replica groups (atomicity: all hosts or none)."""
     for replica_name in sorted(replicas):
         pods = replicas[replica_name]
         if len(pods) < hosts:
-            _delete_pods(plan, pods, group=name, why="cleanup of incomplete multi-host group")
+            _delete_pods(plan, pods, group=group.group_name, why="cleanup of incomplete multi-host group")
             return ReconcileError(f"cleaned up incomplete replica group {replica_name}, requeueing")
+    return None
 
-    # 2. Unhealthy Pods take their whole replica group down.
+
+def _delete_unhealthy(plan: PodPlan, group: WorkerGroupSpec, worker_pods: list[Pod],
+                      replicas: dict[str, list[Pod]]) -> ReconcileError | None:
+    """2. Unhealthy Pods take their whole replica group down."""
+    name = group.group_name
     deleted: set[str] = set()
     deleted_groups = 0
     for pod in worker_pods:
@@ -90,29 +100,36 @@ def reconcile_multi_host_worker_group(
             deleted_groups += 1
     if deleted_groups:
         return ReconcileError(f"deleted {deleted_groups} unhealthy multi-host replica groups in {name}")
+    return None
 
-    # 3. workersToDelete expands to whole replica groups.
+
+def _workers_to_delete(plan: PodPlan, group: WorkerGroupSpec, worker_pods: list[Pod],
+                       replicas: dict[str, list[Pod]]) -> ReconcileError | None:
+    """3. workersToDelete expands to whole replica groups."""
+    name = group.group_name
     to_delete = list((group.scale_strategy.workers_to_delete if group.scale_strategy else None) or [])
-    if to_delete:
-        by_name = {podutil.name(p): p for p in worker_pods}
-        victims: dict[str, Pod] = {}
-        for pod_name in to_delete:
-            target = by_name.get(pod_name)
-            if target is None:
-                continue
-            target_replica = podutil.labels(target).get(podutil.REPLICA_NAME_LABEL)
-            for member in replicas.get(target_replica, [target]) if target_replica is not None else [target]:
-                victims[podutil.name(member)] = member
-        plan.cleared_workers_to_delete.append(name)
-        if victims:
-            _delete_pods(
-                plan, [victims[k] for k in sorted(victims)], group=name, why="autoscaler scale-down request"
-            )
-            return ReconcileError(
-                f"deleted {len(victims)} Pods of worker group {name} requested by workersToDelete"
-            )
+    if not to_delete:
+        return None
+    by_name = {podutil.name(p): p for p in worker_pods}
+    victims: dict[str, Pod] = {}
+    for pod_name in to_delete:
+        target = by_name.get(pod_name)
+        if target is None:
+            continue
+        target_replica = podutil.labels(target).get(podutil.REPLICA_NAME_LABEL)
+        for member in replicas.get(target_replica, [target]) if target_replica is not None else [target]:
+            victims[podutil.name(member)] = member
+    plan.cleared_workers_to_delete.append(name)
+    if not victims:
+        return None
+    _delete_pods(plan, [victims[k] for k in sorted(victims)], group=name, why="autoscaler scale-down request")
+    return ReconcileError(f"deleted {len(victims)} Pods of worker group {name} requested by workersToDelete")
 
-    # 4. Scale by whole replica groups.
+
+def _scale(plan: PodPlan, group: WorkerGroupSpec, worker_pods: list[Pod], replicas: dict[str, list[Pod]], *,
+           hosts: int, desired: int, random_delete: bool) -> ReconcileError | None:
+    """4. Scale by whole replica groups."""
+    name = group.group_name
     valid = {r: pods for r, pods in replicas.items() if len(pods) >= hosts}
     if desired % hosts != 0:
         return ReconcileError(
@@ -125,31 +142,7 @@ def reconcile_multi_host_worker_group(
     to_create = min(to_create, budget) if to_create > 0 else to_create
     plan.log(f"multi-host worker group {name}: desired replicas={desired // hosts} running={len(valid)}")
     if to_create > 0:
-        used: set[int] = set()
-        for pods in valid.values():
-            for pod in pods:
-                raw = podutil.labels(pod).get(podutil.REPLICA_INDEX_LABEL)
-                if raw is not None and raw.isdigit():
-                    used.add(int(raw))
-        for i in range(to_create):
-            index = next_free_index(used)
-            used.add(index)
-            replica_name = plan.names.allocate(f"{name}-", f"replica/{name}/{i}")
-            for host in range(hosts):
-                pod = build_worker(
-                    plan,
-                    group,
-                    key=f"{name}/{i}/{host}",
-                    replica_group_name=replica_name,
-                    replica_index=index,
-                    host_index=host,
-                )
-                plan.create_pod(
-                    pod,
-                    group=name,
-                    event_reason=CREATED_WORKER_POD,
-                    reason=f"Scaling up multi-host group {name}: replica {replica_name} host {host}",
-                )
+        _create_replicas(plan, group, valid, hosts=hosts, count=to_create)
     elif to_create < 0:
         if random_delete:
             order = sorted(valid, key=lambda r: (random_suffix(plan.entropy, "delete-replica/" + r, 8), r))
@@ -161,3 +154,35 @@ def reconcile_multi_host_worker_group(
                 "is Autoscaler."
             )
     return None
+
+
+def _create_replicas(plan: PodPlan, group: WorkerGroupSpec, valid: dict[str, list[Pod]], *, hosts: int,
+                     count: int) -> None:
+    from raybus.decisions.cluster.pods import build_worker  # cycle: pods imports this module
+
+    name = group.group_name
+    used: set[int] = set()
+    for pods in valid.values():
+        for pod in pods:
+            raw = podutil.labels(pod).get(podutil.REPLICA_INDEX_LABEL)
+            if raw is not None and raw.isdigit():
+                used.add(int(raw))
+    for i in range(count):
+        index = next_free_index(used)
+        used.add(index)
+        replica_name = plan.names.allocate(f"{name}-", f"replica/{name}/{i}")
+        for host in range(hosts):
+            pod = build_worker(
+                plan,
+                group,
+                key=f"{name}/{i}/{host}",
+                replica_group_name=replica_name,
+                replica_index=index,
+                host_index=host,
+            )
+            plan.create_pod(
+                pod,
+                group=name,
+                event_reason=CREATED_WORKER_POD,
+                reason=f"Scaling up multi-host group {name}: replica {replica_name} host {host}",
+            )

@@ -22,6 +22,15 @@ from raybus.api.raycluster import RayCluster
 from raybus.decisions.cluster import labels as k
 from raybus.decisions.cluster import podutil
 from raybus.decisions.cluster.auth_secret import reconcile_auth_secret
+from raybus.decisions.cluster.k8s_services import (
+    build_head_ingress,
+    build_head_service,
+    build_headless_worker_service,
+    build_serve_service,
+    is_serve_service_enabled,
+    needs_headless_worker_service,
+    serve_service_name,
+)
 from raybus.decisions.cluster.outcome import ReconcileError, cluster_ref
 from raybus.decisions.cluster.rbac import (
     autoscaler_role_name,
@@ -30,15 +39,6 @@ from raybus.decisions.cluster.rbac import (
     build_autoscaler_role_binding,
     build_autoscaler_service_account,
     service_account_is_user_managed,
-)
-from raybus.decisions.cluster.services import (
-    build_head_ingress,
-    build_head_service,
-    build_headless_worker_service,
-    build_serve_service,
-    is_serve_service_enabled,
-    needs_headless_worker_service,
-    serve_service_name,
 )
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.commands import Command, CreateObject, ObjectRef, PatchObject, RecordEvent

@@ -289,6 +289,38 @@ def _build_pod(
             else k.ENABLE_RAY_CLUSTER_SERVING_SERVICE_TRUE
         )
 
+    _volumes_and_sidecars(cluster, pod_spec, ray, node_type=node_type, params=params, autoscaling=autoscaling,
+                          settings=settings)
+    ray_start_cmd = _ray_start_command(ray, meta, node_type=node_type, params=params, settings=settings)
+    for init in pod_spec.get("initContainers") or []:
+        set_init_container_env_vars(init, fqdn)
+    set_container_env_vars(
+        ray,
+        node_type=node_type,
+        fqdn_ray_ip=fqdn,
+        head_port=head_port,
+        ray_start_cmd=ray_start_cmd,
+        creator_crd_type=creator,
+        default_container_envs=settings.default_container_envs,
+        kuberay_version=settings.kuberay_version,
+    )
+    if settings.enable_probes_injection:
+        init_liveness_and_readiness_probe(
+            ray,
+            node_type=node_type,
+            creator_crd_type=creator,
+            params=params,
+            ray_version=cluster.spec.ray_version,
+        )
+    set_controller_reference(meta, cluster)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
+
+
+def _volumes_and_sidecars(cluster: RayCluster, pod_spec: dict[str, Any], ray: dict[str, Any], *, node_type: str,
+                          params: dict[str, str], autoscaling: bool, settings: OperatorSettings) -> None:
+    """BuildPod's volumes: /dev/shm, the autoscaler's shared log volume, the history server's
+    collector, and raybus's Ray-event export on the head."""
+    containers: list[dict[str, Any]] = pod_spec["containers"]
     # /dev/shm for the object store, unless the user points plasma elsewhere.
     if k.PLASMA_DIRECTORY_PARAM_KEY not in params:
         add_empty_dir(
@@ -314,6 +346,11 @@ def _build_pod(
         inject_ray_events_export(ray, settings.ray_events, namespace=cluster.namespace, cluster=cluster.name,
                                  uid=cluster.metadata.uid or "")
 
+
+def _ray_start_command(ray: dict[str, Any], meta: dict[str, Any], *, node_type: str, params: dict[str, str],
+                       settings: OperatorSettings) -> str:
+    """The container's command: the user's, then `ray start` (unless it already runs it, or the
+    overwrite annotation says the user owns the command). Returns the generated ray start command."""
     cmd = ""
     if ray.get("command"):
         cmd = convert_cmd_to_string(list(ray["command"]))
@@ -325,26 +362,4 @@ def _build_pod(
         ray["command"] = container_command(login_shell=settings.enable_login_shell)
         # `ray start --block` never returns, so the user's command runs first.
         ray["args"] = [f"{cmd} && {generated}" if cmd else generated]
-
-    for init in pod_spec.get("initContainers") or []:
-        set_init_container_env_vars(init, fqdn)
-    set_container_env_vars(
-        ray,
-        node_type=node_type,
-        fqdn_ray_ip=fqdn,
-        head_port=head_port,
-        ray_start_cmd=ray_start_cmd,
-        creator_crd_type=creator,
-        default_container_envs=settings.default_container_envs,
-        kuberay_version=settings.kuberay_version,
-    )
-    if settings.enable_probes_injection:
-        init_liveness_and_readiness_probe(
-            ray,
-            node_type=node_type,
-            creator_crd_type=creator,
-            params=params,
-            ray_version=cluster.spec.ray_version,
-        )
-    set_controller_reference(meta, cluster)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
+    return ray_start_cmd

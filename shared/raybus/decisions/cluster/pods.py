@@ -208,6 +208,8 @@ def _reconcile_head(plan: PodPlan, cluster_hash: str) -> ReconcileError | None |
 
 
 def _reconcile_worker_group(plan: PodPlan, group: WorkerGroupSpec) -> ReconcileError | None:
+    """reconcilePods' loop body for one worker group: expectations, suspend, multi-host, unhealthy
+    Pods, workersToDelete, then scale to the desired replicas."""
     name = group.group_name
     if not plan.satisfied(name):
         plan.log(f"worker group {name}: NotSatisfiedGroupExpectations, reconcile the group later")
@@ -231,7 +233,6 @@ def _reconcile_worker_group(plan: PodPlan, group: WorkerGroupSpec) -> ReconcileE
             desired=desired,
             random_delete=random_delete_enabled(plan.cluster, plan.settings),
         )
-
     deleted_workers: set[str] = set()
     unhealthy = 0
     for pod in worker_pods:
@@ -242,16 +243,29 @@ def _reconcile_worker_group(plan: PodPlan, group: WorkerGroupSpec) -> ReconcileE
             plan.delete_pod(pod, group=name, reason=reason, event_reason=DELETED_WORKER_POD)
     if unhealthy:
         return ReconcileError(f"delete {unhealthy} unhealthy worker Pods")
+    deleted_workers |= _delete_workers_to_delete(plan, group)
+    running = [p for p in worker_pods if podutil.name(p) not in deleted_workers]
+    diff = desired - len(running)
+    plan.log(f"worker group {name}: desired={desired} running={len(running)} diff={diff}")
+    if diff > 0:
+        _scale_up(plan, group, running, diff)
+    elif diff < 0:
+        _scale_down(plan, group, running, -diff)
+    return None
 
-    # Always remove the specified WorkersToDelete - regardless of the value of Replicas.
+
+def _delete_workers_to_delete(plan: PodPlan, group: WorkerGroupSpec) -> set[str]:
+    """Always remove the specified WorkersToDelete - regardless of the value of Replicas."""
+    name = group.group_name
     to_delete = list((group.scale_strategy.workers_to_delete if group.scale_strategy else None) or [])
     by_name = {podutil.name(p): p for p in plan.pods if not podutil.is_head(p)}
+    deleted: set[str] = set()
     for victim in to_delete:
         target = by_name.get(victim)
         if target is None:
             plan.log(f"worker group {name}: workersToDelete Pod {victim} has already been deleted")
             continue
-        deleted_workers.add(victim)
+        deleted.add(victim)
         plan.delete_pod(
             target,
             group=name,
@@ -260,46 +274,49 @@ def _reconcile_worker_group(plan: PodPlan, group: WorkerGroupSpec) -> ReconcileE
         )
     if to_delete:
         plan.cleared_workers_to_delete.append(name)
+    return deleted
 
-    running = [p for p in worker_pods if podutil.name(p) not in deleted_workers]
-    diff = desired - len(running)
-    plan.log(f"worker group {name}: desired={desired} running={len(running)} diff={diff}")
-    if diff > 0:
-        indexing = plan.settings.feature_gates.ray_multi_host_indexing
-        used: set[int] = set()
-        for pod in running:
-            raw = podutil.labels(pod).get(podutil.REPLICA_INDEX_LABEL)
-            if raw is not None and raw.isdigit():
-                used.add(int(raw))
-        for i in range(diff):
-            if indexing:
-                # createWorkerPodWithIndex: a single-host replica only gets the lowest free index.
-                index = next_free_index(used)
-                used.add(index)
-                pod = build_worker(plan, group, key=f"{name}/{i}", replica_index=index, host_index=0)
-            else:
-                pod = build_worker(plan, group, key=f"{name}/{i}")
-            plan.create_pod(
-                pod,
-                group=name,
-                reason=f"Scaling up worker group {name} ({i + 1}/{diff})",
-                event_reason=CREATED_WORKER_POD,
-            )
-    elif diff < 0:
-        if random_delete_enabled(plan.cluster, plan.settings):
-            for pod in entropy_order(running, plan.entropy)[:-diff]:
-                plan.delete_pod(
-                    pod,
-                    group=name,
-                    reason=f"Scaling down worker group {name}: randomly deleting Pod {podutil.name(pod)}",
-                    event_reason=DELETED_WORKER_POD,
-                )
+
+def _scale_up(plan: PodPlan, group: WorkerGroupSpec, running: list[podutil.Pod], diff: int) -> None:
+    name = group.group_name
+    indexing = plan.settings.feature_gates.ray_multi_host_indexing
+    used: set[int] = set()
+    for pod in running:
+        raw = podutil.labels(pod).get(podutil.REPLICA_INDEX_LABEL)
+        if raw is not None and raw.isdigit():
+            used.add(int(raw))
+    for i in range(diff):
+        if indexing:
+            # createWorkerPodWithIndex: a single-host replica only gets the lowest free index.
+            index = next_free_index(used)
+            used.add(index)
+            pod = build_worker(plan, group, key=f"{name}/{i}", replica_index=index, host_index=0)
         else:
-            plan.log(
-                "Random Pod deletion is disabled for the cluster. The only decision-maker for Pod deletions "
-                "is Autoscaler."
-            )
-    return None
+            pod = build_worker(plan, group, key=f"{name}/{i}")
+        plan.create_pod(
+            pod,
+            group=name,
+            reason=f"Scaling up worker group {name} ({i + 1}/{diff})",
+            event_reason=CREATED_WORKER_POD,
+        )
+
+
+def _scale_down(plan: PodPlan, group: WorkerGroupSpec, running: list[podutil.Pod], excess: int) -> None:
+    """Only with ENABLE_RANDOM_POD_DELETE; otherwise the autoscaler decides which Pods go."""
+    if not random_delete_enabled(plan.cluster, plan.settings):
+        plan.log(
+            "Random Pod deletion is disabled for the cluster. The only decision-maker for Pod deletions "
+            "is Autoscaler."
+        )
+        return
+    name = group.group_name
+    for pod in entropy_order(running, plan.entropy)[:excess]:
+        plan.delete_pod(
+            pod,
+            group=name,
+            reason=f"Scaling down worker group {name}: randomly deleting Pod {podutil.name(pod)}",
+            event_reason=DELETED_WORKER_POD,
+        )
 
 
 def reconcile_pods(

@@ -15,6 +15,7 @@ NetworkPolicies (KubeRay's separate controller) go last and never affect the sta
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -46,7 +47,7 @@ from raybus.decisions.cluster.outcome import (
     ReconcileError,
     cluster_ref,
 )
-from raybus.decisions.cluster.owned import reconcile_owned_objects
+from raybus.decisions.cluster.owned import OwnedOutcome, reconcile_owned_objects
 from raybus.decisions.cluster.pods import pods_may_be_reconciled, reconcile_pods
 from raybus.decisions.cluster.redis_cleanup import reconcile_redis_cleanup
 from raybus.decisions.cluster.settings import OperatorSettings
@@ -226,22 +227,12 @@ def _with_scheduler_metadata(cluster: RayCluster, cmd: Command, settings: Operat
     return cmd.model_copy(update={"object": obj})
 
 
-def reconcile_cluster(
-    snapshot: ClusterSnapshot, *, settings: OperatorSettings, now: datetime, entropy: str
-) -> ClusterDecision:
-    """rayClusterReconcile. Pure: no I/O, clock, env or randomness beyond the arguments."""
+def _before_reconcile(snapshot: ClusterSnapshot, cluster: RayCluster, *, settings: OperatorSettings,
+                      now: datetime) -> ClusterDecision | None:
+    """rayClusterReconcile's early returns, in its order: an invalid spec (events), the GCS FT
+    Redis cleanup finalizer, a RayCluster being deleted. None: go on to the reconcile funcs."""
     raw = snapshot.cluster
-    manager = _managed_by_external(raw)
-    if manager is not None:
-        return ClusterDecision(
-            expectations=snapshot.expectations,
-            reasons=[f"Skipping RayCluster managed by a custom controller: {manager}"],
-        )
-    # Memoised per RayCluster (decisions/memo.py): same parsed object, same defaults and verdict.
-    name = (raw.namespace, raw.name)
-    cluster = _DEFAULTED.get(name, (raw,), lambda: with_defaults(raw))
-
-    events, requeue_invalid = _VALIDATED.get(name, (cluster, settings),
+    events, requeue_invalid = _VALIDATED.get((raw.namespace, raw.name), (cluster, settings),
                                              lambda: _validation_events(cluster, settings))
     if events:
         return ClusterDecision(
@@ -264,69 +255,79 @@ def reconcile_cluster(
         return ClusterDecision(
             expectations=snapshot.expectations, reasons=["RayCluster is being deleted, just ignore"]
         )
+    return None
 
-    commands: list[Command] = []
-    reasons: list[str] = []
-    restart_warning = autoscaler_v1_restart_policy_warning(cluster.spec)
-    if restart_warning is not None:
-        message = f"RayCluster spec warning {cluster.namespace}/{cluster.name}: {restart_warning}"
-        commands.append(RecordEvent(reason=message, target=cluster_ref(cluster), type="Warning",
-                                    event_reason="InvalidRayClusterSpec", message=message))
-    expectations = snapshot.expectations
-    if snapshot.batches is None:
-        # No batch states: a failed Pod create/delete drops its expectation at once (KubeRay
-        # records one only after a successful API call) instead of holding the group 30 s.
-        failed_pods = [
-            f.target.split("/", 2)[2]
-            for f in snapshot.last_failures
-            if f.target and f.target.startswith("Pod/") and f.target.count("/") >= 2
-        ]
-        expectations = forget_pods(snapshot.expectations, failed_pods)
-    owned = reconcile_owned_objects(cluster, snapshot=snapshot, settings=settings)
-    commands += owned.commands
-    reasons += owned.reasons
-    error = owned.error
-    awaiting_pod_group = False
-    if error is None and settings.batch_scheduler and pods_may_be_reconciled(cluster, settings):
-        commands += pod_group_failure_events(
-            cluster, [(f.target, f.message) for f in snapshot.last_failures], settings=settings
-        )
-        # DoBatchSchedulingOnSubmission returns before any Pod when the PodGroup cannot be written.
-        # Our create is asynchronous, so the Pods wait until the PodGroup is seen (the watcher's
-        # PodGroup event wakes us): never a gang member without its gang.
-        pod_group = reconcile_pod_group(cluster, existing=list(snapshot.pod_groups), settings=settings)
-        commands += pod_group
-        awaiting_pod_group = any(isinstance(c, CreateObject) for c in pod_group)
-        if awaiting_pod_group:
-            reasons.append("waiting for the batch scheduler's PodGroup before reconciling Pods")
-    if error is None and not awaiting_pod_group:
-        pods = reconcile_pods(
-            cluster,
-            pods=list(snapshot.pods),
-            expectations=expectations,
-            settings=settings,
-            now=now,
-            entropy=entropy,
-            batch_id=snapshot.batch_id,
-            batches=snapshot.batches,
-            pods_watermark=snapshot.pods_watermark,
-        )
-        commands += [_with_scheduler_metadata(cluster, c, settings) for c in pods.commands]
-        reasons += pods.reasons
-        expectations = pods.expectations
-        error = pods.error
-        if pods.cleared_workers_to_delete:
-            commands.append(clear_workers_to_delete_patch(raw, pods.cleared_workers_to_delete))
-    if error is not None:
-        reasons.append(f"reconcile error: {error.message}")
-    # KubeRay's NetworkPolicy controller is separate: its failures never reach this status.
-    previous = failure_error(
-        [f for f in snapshot.last_failures if not (f.target or "").startswith("NetworkPolicy/")]
+
+def _known_expectations(snapshot: ClusterSnapshot) -> ScaleExpectations:
+    """No batch states: a failed Pod create/delete drops its expectation at once (KubeRay
+    records one only after a successful API call) instead of holding the group 30 s."""
+    if snapshot.batches is not None:
+        return snapshot.expectations
+    failed_pods = [
+        f.target.split("/", 2)[2]
+        for f in snapshot.last_failures
+        if f.target and f.target.startswith("Pod/") and f.target.count("/") >= 2
+    ]
+    return forget_pods(snapshot.expectations, failed_pods)
+
+
+@dataclass
+class _Round:
+    """What the reconcile funcs of one round add up to."""
+
+    expectations: ScaleExpectations
+    commands: list[Command] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    error: ReconcileError | None = None
+    awaiting_pod_group: bool = False
+
+
+def _pod_group_step(cluster: RayCluster, snapshot: ClusterSnapshot, settings: OperatorSettings,
+                    round_: _Round) -> None:
+    """The batch scheduler's DoBatchSchedulingOnSubmission, before any Pod."""
+    if round_.error is not None or not settings.batch_scheduler or not pods_may_be_reconciled(cluster, settings):
+        return
+    round_.commands += pod_group_failure_events(
+        cluster, [(f.target, f.message) for f in snapshot.last_failures], settings=settings
     )
-    status_error = error or previous
+    # It returns before any Pod when the PodGroup cannot be written. Our create is asynchronous,
+    # so the Pods wait until the PodGroup is seen (the watcher's PodGroup event wakes us): never a
+    # gang member without its gang.
+    pod_group = reconcile_pod_group(cluster, existing=list(snapshot.pod_groups), settings=settings)
+    round_.commands += pod_group
+    round_.awaiting_pod_group = any(isinstance(c, CreateObject) for c in pod_group)
+    if round_.awaiting_pod_group:
+        round_.reasons.append("waiting for the batch scheduler's PodGroup before reconciling Pods")
 
-    status: dict[str, Any] | None = None
-    calculate_failed = False
+
+def _pods_step(cluster: RayCluster, snapshot: ClusterSnapshot, settings: OperatorSettings, round_: _Round,
+               *, now: datetime, entropy: str) -> None:
+    """reconcilePods."""
+    if round_.error is not None or round_.awaiting_pod_group:
+        return
+    pods = reconcile_pods(
+        cluster,
+        pods=list(snapshot.pods),
+        expectations=round_.expectations,
+        settings=settings,
+        now=now,
+        entropy=entropy,
+        batch_id=snapshot.batch_id,
+        batches=snapshot.batches,
+        pods_watermark=snapshot.pods_watermark,
+    )
+    round_.commands += [_with_scheduler_metadata(cluster, c, settings) for c in pods.commands]
+    round_.reasons += pods.reasons
+    round_.expectations = pods.expectations
+    round_.error = pods.error
+    if pods.cleared_workers_to_delete:
+        round_.commands.append(clear_workers_to_delete_patch(snapshot.cluster, pods.cleared_workers_to_delete))
+
+
+def _status_step(cluster: RayCluster, snapshot: ClusterSnapshot, settings: OperatorSettings,
+                 owned: OwnedOutcome, status_error: ReconcileError | None, round_: _Round,
+                 *, now: datetime) -> tuple[dict[str, Any] | None, bool]:
+    """calculateStatus and inconsistentRayClusterStatus: (the status to write, calculate failed)."""
     try:
         new_status = calculate_status(
             cluster,
@@ -338,35 +339,76 @@ def reconcile_cluster(
             now=now,
         )
     except StatusError as exc:
-        calculate_failed = True
-        reasons.append(f"Got error when calculating new status: {exc}")
-    else:
-        old = cluster.status.to_dict() if cluster.status is not None else None
-        if inconsistent_status(old, new_status):
-            status = new_status
-            reasons.append("status changed")
+        round_.reasons.append(f"Got error when calculating new status: {exc}")
+        return None, True
+    old = cluster.status.to_dict() if cluster.status is not None else None
+    if inconsistent_status(old, new_status):
+        round_.reasons.append("status changed")
+        return new_status, False
+    return None, False
 
-    commands += reconcile_network_policies(cluster, existing=list(snapshot.network_policies), settings=settings)
 
-    # KubeRay: an error -> rate-limited requeue (controller-runtime ignores RequeueAfter then);
-    # status changed -> 2 s; otherwise RAYCLUSTER_DEFAULT_REQUEUE_SECONDS. A previous round's
-    # failure already fed the rate limiter through its Outcome, and the retry it asks for is in
-    # this round's commands: requeueing on a timer as well would retry faster than the backoff.
-    requeue: float | None
-    unchanged: float | None
-    if error is not None or previous is not None:
-        requeue = unchanged = None
-    elif calculate_failed or awaiting_pod_group:
-        requeue = unchanged = DEFAULT_REQUEUE_SECONDS
-    else:
-        unchanged = float(settings.raycluster_default_requeue_seconds)
-        requeue = DEFAULT_REQUEUE_SECONDS if status is not None else unchanged
+def _requeues(round_: _Round, previous: ReconcileError | None, *, status_changed: bool, calculate_failed: bool,
+              settings: OperatorSettings) -> tuple[float | None, float | None]:
+    """(requeue, requeue when the status is unchanged). KubeRay: an error -> rate-limited requeue
+    (controller-runtime ignores RequeueAfter then); status changed -> 2 s; otherwise
+    RAYCLUSTER_DEFAULT_REQUEUE_SECONDS. A previous round's failure already fed the rate limiter
+    through its Outcome, and the retry it asks for is in this round's commands: requeueing on a
+    timer as well would retry faster than the backoff."""
+    if round_.error is not None or previous is not None:
+        return None, None
+    if calculate_failed or round_.awaiting_pod_group:
+        return DEFAULT_REQUEUE_SECONDS, DEFAULT_REQUEUE_SECONDS
+    unchanged = float(settings.raycluster_default_requeue_seconds)
+    return (DEFAULT_REQUEUE_SECONDS if status_changed else unchanged), unchanged
+
+
+def reconcile_cluster(
+    snapshot: ClusterSnapshot, *, settings: OperatorSettings, now: datetime, entropy: str
+) -> ClusterDecision:
+    """rayClusterReconcile. Pure: no I/O, clock, env or randomness beyond the arguments."""
+    raw = snapshot.cluster
+    manager = _managed_by_external(raw)
+    if manager is not None:
+        return ClusterDecision(
+            expectations=snapshot.expectations,
+            reasons=[f"Skipping RayCluster managed by a custom controller: {manager}"],
+        )
+    # Memoised per RayCluster (decisions/memo.py): same parsed object, same defaults and verdict.
+    cluster = _DEFAULTED.get((raw.namespace, raw.name), (raw,), lambda: with_defaults(raw))
+    early = _before_reconcile(snapshot, cluster, settings=settings, now=now)
+    if early is not None:
+        return early
+    round_ = _Round(expectations=_known_expectations(snapshot))
+    restart_warning = autoscaler_v1_restart_policy_warning(cluster.spec)
+    if restart_warning is not None:
+        message = f"RayCluster spec warning {cluster.namespace}/{cluster.name}: {restart_warning}"
+        round_.commands.append(RecordEvent(reason=message, target=cluster_ref(cluster), type="Warning",
+                                           event_reason="InvalidRayClusterSpec", message=message))
+    owned = reconcile_owned_objects(cluster, snapshot=snapshot, settings=settings)
+    round_.commands += owned.commands
+    round_.reasons += owned.reasons
+    round_.error = owned.error
+    _pod_group_step(cluster, snapshot, settings, round_)
+    _pods_step(cluster, snapshot, settings, round_, now=now, entropy=entropy)
+    if round_.error is not None:
+        round_.reasons.append(f"reconcile error: {round_.error.message}")
+    # KubeRay's NetworkPolicy controller is separate: its failures never reach this status.
+    previous = failure_error(
+        [f for f in snapshot.last_failures if not (f.target or "").startswith("NetworkPolicy/")]
+    )
+    status, calculate_failed = _status_step(cluster, snapshot, settings, owned, round_.error or previous, round_,
+                                            now=now)
+    round_.commands += reconcile_network_policies(cluster, existing=list(snapshot.network_policies),
+                                                  settings=settings)
+    requeue, unchanged = _requeues(round_, previous, status_changed=status is not None,
+                                   calculate_failed=calculate_failed, settings=settings)
     return ClusterDecision(
-        commands=commands,
-        expectations=expectations,
+        commands=round_.commands,
+        expectations=round_.expectations,
         status=status,
         requeue_after=requeue,
         requeue_unchanged=unchanged,
-        error=error.message if error is not None else None,
-        reasons=reasons,
+        error=round_.error.message if round_.error is not None else None,
+        reasons=round_.reasons,
     )

@@ -224,7 +224,6 @@ def reconcile_redis_cleanup(
     if not redis_cleanup_applies(cluster, settings):
         return None
     finalizers = list(raw.metadata.finalizers or [])
-    where = f"{cluster.namespace}/{cluster.name}"
     if not raw.metadata.deletion_timestamp:
         if GCS_FT_REDIS_CLEANUP_FINALIZER in finalizers:
             return None
@@ -237,38 +236,52 @@ def reconcile_redis_cleanup(
         return CleanupStep(commands=[patch], requeue_after=DEFAULT_REQUEUE_SECONDS, reasons=[reason])
     if GCS_FT_REDIS_CLEANUP_FINALIZER not in finalizers:
         return CleanupStep(reasons=["RayCluster is being deleted and its Redis cleanup is done, just ignore"])
-
-    remaining = [f for f in finalizers if f != GCS_FT_REDIS_CLEANUP_FINALIZER]
     deleted_at = _parse_time(raw.metadata.deletion_timestamp)
     timeout = deletion_timeout_seconds(cluster)
     deadline = deleted_at + timedelta(seconds=timeout) if deleted_at is not None else None
-    storage_ns = external_storage_namespace(cluster)
     if deadline is not None and now >= deadline:
-        message = (
-            f"RayCluster {where} has been stuck in deletion for more than {timeout:g}s "
-            f"({GCS_FT_DELETION_TIMEOUT_ANNOTATION}); removed the finalizer {GCS_FT_REDIS_CLEANUP_FINALIZER} "
-            f"without a finished Redis cleanup. The Redis storage namespace {storage_ns} may need manual cleanup"
-        )
-        return CleanupStep(
-            commands=[
-                RecordEvent(
-                    reason=message,
-                    target=cluster_ref(raw),
-                    type="Warning",
-                    event_reason=FORCE_DELETED_STUCK_CLUSTER,
-                    message=message,
-                ),
-                _finalizer_patch(raw, remaining, message),
-            ],
-            reasons=[message],
-        )
+        return _stuck_in_deletion(cluster, raw, timeout)
+    return _clean_up_redis(cluster, raw, pods=pods, jobs=jobs, settings=settings, now=now, deadline=deadline)
 
+
+def _remaining(raw: RayCluster) -> list[str]:
+    return [f for f in raw.metadata.finalizers or [] if f != GCS_FT_REDIS_CLEANUP_FINALIZER]
+
+
+def _stuck_in_deletion(cluster: RayCluster, raw: RayCluster, timeout: float) -> CleanupStep:
+    """The deletion timeout passed: the finalizer goes without a finished cleanup."""
+    message = (
+        f"RayCluster {cluster.namespace}/{cluster.name} has been stuck in deletion for more than {timeout:g}s "
+        f"({GCS_FT_DELETION_TIMEOUT_ANNOTATION}); removed the finalizer {GCS_FT_REDIS_CLEANUP_FINALIZER} "
+        f"without a finished Redis cleanup. The Redis storage namespace {external_storage_namespace(cluster)} "
+        "may need manual cleanup"
+    )
+    return CleanupStep(
+        commands=[
+            RecordEvent(
+                reason=message,
+                target=cluster_ref(raw),
+                type="Warning",
+                event_reason=FORCE_DELETED_STUCK_CLUSTER,
+                message=message,
+            ),
+            _finalizer_patch(raw, _remaining(raw), message),
+        ],
+        reasons=[message],
+    )
+
+
+def _clean_up_redis(cluster: RayCluster, raw: RayCluster, *, pods: list[dict[str, Any]], jobs: list[dict[str, Any]],
+                    settings: OperatorSettings, now: datetime, deadline: datetime | None) -> CleanupStep:
+    """Delete the Pods, wait for the head to be gone, then run the cleanup Job and drop the
+    finalizer when it finished."""
     def capped(seconds: float) -> float:
         # Wake up in time for the deletion timeout too.
         if deadline is None:
             return seconds
         return max(0.0, min(seconds, (deadline - now).total_seconds()))
 
+    storage_ns = external_storage_namespace(cluster)
     commands: list[Command] = _delete_all(cluster, pods, k.HEAD_NODE) + _delete_all(cluster, pods, k.WORKER_NODE)
     heads = [p for p in pods if podutil.labels(p).get(k.RAY_NODE_TYPE_LABEL_KEY) == k.HEAD_NODE]
     if heads:
@@ -278,30 +291,9 @@ def reconcile_redis_cleanup(
             "process on the head Pod is still writing to it."
         )
         return CleanupStep(commands=commands, requeue_after=capped(HEAD_TERMINATION_REQUEUE_SECONDS), reasons=[reason])
-
     existing = _cleanup_jobs(cluster, jobs)
     if existing:
-        job = existing[0]
-        finished = job_finished(job)
-        if finished is None:
-            return CleanupStep(
-                commands=commands,
-                requeue_after=capped(DEFAULT_REQUEUE_SECONDS),
-                reasons=[f"Redis cleanup Job {podutil.name(job)} is still running"],
-            )
-        if finished == "Complete":
-            reason = (
-                f"The Redis cleanup Job {podutil.name(job)} has been completed. The storage namespace "
-                f"{storage_ns} in Redis has been fully deleted."
-            )
-        else:
-            reason = (
-                f"The Redis cleanup Job {podutil.name(job)} has failed. You should manually delete the storage "
-                f"namespace {storage_ns} in Redis. Please check "
-                "https://docs.ray.io/en/master/cluster/kubernetes/user-guides/kuberay-gcs-ft.html for more details."
-            )
-        return CleanupStep(commands=[*commands, _finalizer_patch(raw, remaining, reason)], reasons=[reason])
-
+        return _cleanup_job_finished(raw, existing[0], commands, storage_ns, requeue_after=capped(DEFAULT_REQUEUE_SECONDS))
     job = build_redis_cleanup_job(cluster, settings=settings)
     commands.append(
         CreateObject(
@@ -315,3 +307,27 @@ def reconcile_redis_cleanup(
         requeue_after=capped(DEFAULT_REQUEUE_SECONDS),
         reasons=[f"head Pod gone: creating Redis cleanup Job {job['metadata']['name']}"],
     )
+
+
+def _cleanup_job_finished(raw: RayCluster, job: dict[str, Any], commands: list[Command], storage_ns: str, *,
+                          requeue_after: float) -> CleanupStep:
+    """The cleanup Job exists: wait for it, then drop the finalizer whatever its end."""
+    finished = job_finished(job)
+    if finished is None:
+        return CleanupStep(
+            commands=commands,
+            requeue_after=requeue_after,
+            reasons=[f"Redis cleanup Job {podutil.name(job)} is still running"],
+        )
+    if finished == "Complete":
+        reason = (
+            f"The Redis cleanup Job {podutil.name(job)} has been completed. The storage namespace "
+            f"{storage_ns} in Redis has been fully deleted."
+        )
+    else:
+        reason = (
+            f"The Redis cleanup Job {podutil.name(job)} has failed. You should manually delete the storage "
+            f"namespace {storage_ns} in Redis. Please check "
+            "https://docs.ray.io/en/master/cluster/kubernetes/user-guides/kuberay-gcs-ft.html for more details."
+        )
+    return CleanupStep(commands=[*commands, _finalizer_patch(raw, _remaining(raw), reason)], reasons=[reason])

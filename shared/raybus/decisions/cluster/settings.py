@@ -2,7 +2,7 @@
 
 KubeRay reads these with ``os.Getenv`` / ``features.Enabled`` deep inside its builders; decision
 code here is pure, so the service process reads its environment once
-(``OperatorSettings.from_env(os.environ, feature_gates=...)``) and passes the frozen result in.
+(``OperatorSettings.from_env(env, feature_gates=...)``, runtime.settings.KubeRayEnv) and passes the frozen result in.
 Defaults are KubeRay v1.7's. One flat model on purpose: other decision modules add their knobs here.
 """
 
@@ -159,7 +159,7 @@ class OperatorSettings(BaseModel):
     ) -> OperatorSettings:
         """Settings from an environment mapping and a ``--feature-gates`` string ("A=true,B=false").
 
-        Pure: the caller passes ``os.environ`` in. Unknown gates raise ``ValueError`` as KubeRay's
+        Pure: the caller passes the environment in. Unknown gates raise ``ValueError`` as KubeRay's
         flag parsing does (FeatureGates.from_flag).
         """
         values: dict[str, Any] = {

@@ -222,24 +222,55 @@ def calculate_status(
     new: dict[str, Any] = {k: v for k, v in old.items()}
     conditions: list[dict[str, Any]] = [dict(c) for c in old.get("conditions") or []]
     gate = settings.feature_gates.ray_cluster_status_conditions
-
     if gate:
-        if reconcile_error is not None:
-            if reconcile_error.replica_failure_reason:
-                set_condition(
-                    conditions,
-                    cond_type=RayClusterConditionType.REPLICA_FAILURE,
-                    status="True",
-                    reason=reconcile_error.replica_failure_reason,
-                    message=reconcile_error.message,
-                    now=stamp,
-                )
-        else:
-            remove_condition(conditions, RayClusterConditionType.REPLICA_FAILURE)
-
+        _replica_failure(conditions, reconcile_error, now=stamp)
     if cluster.metadata.generation:
         new["observedGeneration"] = cluster.metadata.generation
+    desired = _replica_counts(cluster, new, pods)
+    new.update(_DESIRED.get((cluster.namespace, cluster.name), (cluster.spec,),
+                            lambda: _desired_resources(cluster)))
+    if reconcile_error is None and len(pods) == desired + 1 and podutil.check_all_pods_running(pods):
+        new["state"] = ClusterState.READY.value
+        new.pop("reason", None)
+    head = _head_pod(pods)
+    if gate:
+        _head_pod_ready(conditions, head, now=stamp)
+        _suspend_and_provisioned(cluster, conditions, pods=pods, now=stamp)
+    if cluster.spec.suspend and not pods:
+        new["state"] = ClusterState.SUSPENDED.value
+    endpoints = _endpoints(old.get("endpoints"), head_services)
+    if endpoints is not None:
+        new["endpoints"] = endpoints
+    new["head"] = _head_info(head, head_services, planned=planned_head_service)
+    if conditions:
+        new["conditions"] = conditions
+    else:
+        new.pop("conditions", None)
+    new["lastUpdateTime"] = stamp
+    if old.get("state") != new.get("state"):
+        transitions = dict(old.get("stateTransitionTimes") or {})
+        transitions[str(new.get("state") or "")] = stamp
+        new["stateTransitionTimes"] = transitions
+    return new
 
+
+def _replica_failure(conditions: list[dict[str, Any]], error: ReconcileError | None, *, now: str) -> None:
+    """ReplicaFailure: set from the reconcile error that names a reason, removed without an error."""
+    if error is None:
+        remove_condition(conditions, RayClusterConditionType.REPLICA_FAILURE)
+    elif error.replica_failure_reason:
+        set_condition(
+            conditions,
+            cond_type=RayClusterConditionType.REPLICA_FAILURE,
+            status="True",
+            reason=error.replica_failure_reason,
+            message=error.message,
+            now=now,
+        )
+
+
+def _replica_counts(cluster: RayCluster, new: dict[str, Any], pods: list[Mapping[str, Any]]) -> int:
+    """The worker replica counts (int32 omitempty); returns the desired worker replicas."""
     desired = calculate_desired_replicas(cluster)
     counts = {
         "readyWorkerReplicas": calculate_ready_replicas(pods),
@@ -252,63 +283,42 @@ def calculate_status(
         if value:
             new[key] = value
         else:
-            new.pop(key, None)  # int32 omitempty
+            new.pop(key, None)
+    return desired
 
-    new.update(_DESIRED.get((cluster.namespace, cluster.name), (cluster.spec,),
-                            lambda: _desired_resources(cluster)))
 
-    if reconcile_error is None and len(pods) == desired + 1 and podutil.check_all_pods_running(pods):
-        new["state"] = ClusterState.READY.value
-        new.pop("reason", None)
+def _head_pod_ready(conditions: list[dict[str, Any]], head: Mapping[str, Any] | None, *, now: str) -> None:
+    if head is None:
+        set_condition(
+            conditions,
+            cond_type=RayClusterConditionType.HEAD_POD_READY,
+            status="False",
+            reason=HEAD_POD_NOT_FOUND,
+            message="Head Pod not found",
+            now=now,
+        )
+        return
+    status, reason, message = head_pod_ready_condition(head)
+    set_condition(
+        conditions,
+        cond_type=RayClusterConditionType.HEAD_POD_READY,
+        status=status,
+        reason=reason,
+        message=message,
+        now=now,
+    )
 
-    head = _head_pod(pods)
-    if gate:
-        if head is None:
-            set_condition(
-                conditions,
-                cond_type=RayClusterConditionType.HEAD_POD_READY,
-                status="False",
-                reason=HEAD_POD_NOT_FOUND,
-                message="Head Pod not found",
-                now=stamp,
-            )
-        else:
-            status, reason, message = head_pod_ready_condition(head)
-            set_condition(
-                conditions,
-                cond_type=RayClusterConditionType.HEAD_POD_READY,
-                status=status,
-                reason=reason,
-                message=message,
-                now=stamp,
-            )
-        _suspend_and_provisioned(cluster, conditions, pods=pods, now=stamp)
 
-    if cluster.spec.suspend and not pods:
-        new["state"] = ClusterState.SUSPENDED.value
-
-    endpoints = _endpoints(old.get("endpoints"), head_services)
-    if endpoints is not None:
-        new["endpoints"] = endpoints
-    service_ip, service_name = _head_service_ip_and_name(head_services, head, planned=planned_head_service)
+def _head_info(head: Mapping[str, Any] | None, head_services: list[Mapping[str, Any]], *,
+               planned: bool) -> dict[str, Any]:
+    service_ip, service_name = _head_service_ip_and_name(head_services, head, planned=planned)
     head_info = {
         "podIP": str(podutil.status(head).get("podIP") or "") if head is not None else "",
         "podName": podutil.name(head) if head is not None else "",
         "serviceIP": service_ip,
         "serviceName": service_name,
     }
-    new["head"] = {k: v for k, v in head_info.items() if v}  # all HeadInfo fields are omitempty
-
-    if conditions:
-        new["conditions"] = conditions
-    else:
-        new.pop("conditions", None)
-    new["lastUpdateTime"] = stamp
-    if old.get("state") != new.get("state"):
-        transitions = dict(old.get("stateTransitionTimes") or {})
-        transitions[str(new.get("state") or "")] = stamp
-        new["stateTransitionTimes"] = transitions
-    return new
+    return {k: v for k, v in head_info.items() if v}  # all HeadInfo fields are omitempty
 
 
 def _suspend_and_provisioned(

@@ -11,13 +11,13 @@ from raybus.api.raycluster import RayCluster
 from raybus.api.rayjob import JobSubmissionMode, RayJob
 from raybus.decisions.cluster import labels as k
 from raybus.decisions.cluster.dicts import ensure_dict, ensure_list
+from raybus.decisions.cluster.k8s_services import build_head_service, service_ports
 from raybus.decisions.cluster.kuberay_names import (
     check_label,
     generate_identifier,
     head_service_name,
     owner_head_service_name,
 )
-from raybus.decisions.cluster.services import build_head_service, service_ports
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.job import constants as c
 from raybus.decisions.job.submitter import (

@@ -1,7 +1,7 @@
 """RayJob controller settings: the env knobs KubeRay's RayJob controller reads, passed in frozen.
 
 KubeRay reads them with ``os.Getenv`` inside the reconcile; decision code is pure, so the service
-reads its environment once (``JobSettings.from_env(os.environ, feature_gates=...)``). The cluster
+reads its environment once (``JobSettings.from_env(env, feature_gates=...)``, runtime.settings.KubeRayEnv). The cluster
 builder knobs (CLUSTER_DOMAIN, ENABLE_LOGIN_SHELL, feature gates) live in the shared
 :class:`OperatorSettings`.
 """

@@ -118,8 +118,8 @@ def test_forget_pods_drops_failed_ones_everywhere() -> None:
 
 
 # --- batch-aware expectations: late commands and lagging caches -------------------------------------
-from raybus.decisions.batches import IN_FLIGHT, BatchState  # noqa: E402
-from raybus.decisions.cluster.expectations import pod_target, take_retry_name  # noqa: E402
+from raybus.decisions.batches import IN_FLIGHT, BatchState
+from raybus.decisions.cluster.expectations import pod_target, take_retry_name
 
 DONE = BatchState(settled=True, finished_at=T0, created_rv={pod_target("ns", "pod-a"): 50})
 FAILED = BatchState(settled=True, finished_at=T0, not_applied=frozenset({pod_target("ns", "pod-a")}))

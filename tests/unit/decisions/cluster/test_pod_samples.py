@@ -14,9 +14,7 @@ from raybus.api.meta import ObjectMeta
 from raybus.api.raycluster import RayCluster
 from raybus.api.rayjob import RayJob
 from raybus.api.rayservice import RayService
-from raybus.decisions.cluster.pod_template import build_head_pod, build_worker_pod
-from raybus.decisions.cluster.rbac import build_autoscaler_rbac
-from raybus.decisions.cluster.services import (
+from raybus.decisions.cluster.k8s_services import (
     build_head_ingress,
     build_head_service,
     build_headless_worker_service,
@@ -25,6 +23,8 @@ from raybus.decisions.cluster.services import (
     needs_headless_worker_service,
     service_ports,
 )
+from raybus.decisions.cluster.pod_template import build_head_pod, build_worker_pod
+from raybus.decisions.cluster.rbac import build_autoscaler_rbac
 from raybus.decisions.cluster.settings import OperatorSettings
 
 SAMPLES = Path(__file__).resolve().parents[4].parent / "shared" / "kuberay-samples"

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from raybus.api.raycluster import RayCluster
-from raybus.decisions.cluster.kuberay_names import check_name, fqdn_ray_ip, serve_service_name
-from raybus.decisions.cluster.services import (
+from raybus.decisions.cluster.k8s_services import (
     build_head_ingress,
     build_head_service,
     build_headless_worker_service,
@@ -21,6 +20,7 @@ from raybus.decisions.cluster.services import (
     service_endpoints,
     service_ports,
 )
+from raybus.decisions.cluster.kuberay_names import check_name, fqdn_ray_ip, serve_service_name
 from raybus.decisions.cluster.settings import OperatorSettings
 from tests.unit.decisions.cluster.test_pod_fixtures import first_group
 

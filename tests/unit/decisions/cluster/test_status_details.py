@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from raybus.api.raycluster import RayCluster
 from raybus.api.settings import FeatureGates
 from raybus.decisions.cluster.history_server import inject_history_server_collector
+from raybus.decisions.cluster.k8s_services import build_serve_service
 from raybus.decisions.cluster.pod_template import build_head_pod, build_worker_pod
 from raybus.decisions.cluster.quantity import format_quantity, parse_quantity
 from raybus.decisions.cluster.ray_start import container_command
 from raybus.decisions.cluster.replicas import is_gpu_resource_key, sum_gpus
-from raybus.decisions.cluster.services import build_serve_service
 from raybus.decisions.cluster.settings import OperatorSettings
 from raybus.decisions.cluster.status import head_pod_ready_condition
 from tests.conftest import SAMPLES
