@@ -12,7 +12,7 @@ Semantics kept from ``isPodScaled``:
 - Delete: satisfied only once the Pod is gone (no timeout).
 Satisfied expectations are dropped while checking, as ``IsSatisfied`` deletes them from the cache.
 
-The redelivery invariant (README): KubeRay's create has happened when it records the expectation,
+The redelivery invariant (docs/architecture.md): KubeRay's create has happened when it records the expectation,
 so its 30 s timeout only covers informer lag. Ours are recorded *before* the command reaches the
 executor, which may take longer than 30 s behind the QPS limiter, or a crash and a redelivery. So
 an expectation also names its batch, and the timeout runs from the batch's completion, never from
