@@ -10,9 +10,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from raybus.testing.servers import free_port
 
 from raybus.cli import main
+from raybus_sim.testing.servers import free_port
 
 CLUSTER = """\
 apiVersion: ray.io/v1
