@@ -102,10 +102,17 @@ def _prepare(name: str) -> Path:
         _copy_if_changed(REPO / ".venv" / "bin" / "nats-server", ctx / "nats-server")
         _copy_if_changed(_busybox(), ctx / "busybox")
     elif name == "redis":
-        if not (ctx / "root").exists():
+        if not (ctx / "root" / "usr").exists():
+            shutil.rmtree(ctx / "root", ignore_errors=True)
+            unpacked = CACHE / "redis-debs"
             for deb in sorted(_debs().glob("*.deb")):
                 if not deb.name.startswith("busybox"):
-                    run("dpkg-deb", "-x", str(deb), str(ctx / "root"))
+                    run("dpkg-deb", "-x", str(deb), str(unpacked))
+            # /usr only: the base's /bin and /lib are links into /usr (merged /usr), which a copied
+            # /lib (systemd units) would replace.
+            (ctx / "root").mkdir()
+            shutil.move(unpacked / "usr", ctx / "root" / "usr")
+            shutil.rmtree(unpacked)
     elif name == "ray":
         _copy_if_changed(_busybox(), ctx / "busybox")
         wheels = CACHE / "ray-wheels"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -101,24 +102,30 @@ def _unmount_under(root: Path) -> None:
 
 def _iptables_cleanup() -> None:
     subprocess.run([str(realnode_binary("kube-proxy")), "--cleanup"], capture_output=True)
-    for table in ("filter", "nat", "mangle"):
-        save = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
-        # CNI chains of this network (bridge ipMasq, portmap): rules that name it, and their chains.
-        for line in save.splitlines():
-            if line.startswith("-A ") and (f'name: \\"{CNI_NETWORK}\\"' in line or f'"{CNI_NETWORK}"' in line):
-                subprocess.run(["iptables", "-t", table, *line.replace("-A ", "-D ", 1).split()], capture_output=True)
-        save = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
-        chains = [line[1:].split()[0] for line in save.splitlines() if line.startswith(":")]
-        for chain in chains:
-            # KUBE-*: what `kube-proxy --cleanup` leaves (the kubelet's canary and hint chains).
-            if chain.startswith("KUBE-") or (
-                    chain.startswith("CNI-") and f"-A {chain}" not in save.replace(f":{chain}", "")):
-                for line in save.splitlines():
-                    if line.startswith("-A ") and f"-j {chain}" in line:
-                        subprocess.run(["iptables", "-t", table, *line.replace("-A ", "-D ", 1).split()],
-                                       capture_output=True)
-                subprocess.run(["iptables", "-t", table, "-F", chain], capture_output=True)
-                subprocess.run(["iptables", "-t", table, "-X", chain], capture_output=True)
+    for tool in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            _chains_cleanup(tool, table)
+
+
+def _chains_cleanup(tool: str, table: str) -> None:
+    save = subprocess.run([f"{tool}-save", "-t", table], capture_output=True, text=True).stdout
+    # CNI rules of this network (the bridge plugin's masquerade), by the network name in their comment.
+    for line in save.splitlines():
+        if line.startswith("-A ") and CNI_NETWORK in line:
+            subprocess.run([tool, "-t", table, *shlex.split(line.replace("-A ", "-D ", 1))], capture_output=True)
+    save = subprocess.run([f"{tool}-save", "-t", table], capture_output=True, text=True).stdout
+    rules = [line for line in save.splitlines() if line.startswith("-A ")]
+    for chain in [line[1:].split()[0] for line in save.splitlines() if line.startswith(":")]:
+        own_rules = [r for r in rules if r.split()[1] == chain]
+        # KUBE-*: what `kube-proxy --cleanup` leaves (the kubelet's canary and hint chains); CNI-*:
+        # this network's per-Pod masquerade chains, empty once their rules are gone.
+        if chain.startswith("KUBE-") or (chain.startswith("CNI-") and not own_rules):
+            for rule in rules:
+                if f"-j {chain}" in rule:
+                    subprocess.run([tool, "-t", table, *shlex.split(rule.replace("-A ", "-D ", 1))],
+                                   capture_output=True)
+            subprocess.run([tool, "-t", table, "-F", chain], capture_output=True)
+            subprocess.run([tool, "-t", table, "-X", chain], capture_output=True)
 
 
 def _finish(root: Path, pids: dict[str, int], socket: str, sysctl: dict[str, str]) -> None:
@@ -173,10 +180,11 @@ def leftovers() -> list[str]:
     found = []
     if run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
         found.append(f"bridge {BRIDGE}")
-    for table in ("filter", "nat", "mangle"):
-        save = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
-        found += [f"{table}: {line}" for line in save.splitlines()
-                  if ("KUBE-" in line or "CNI-" in line or CNI_NETWORK in line) and not line.startswith("#")]
+    for tool in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            save = subprocess.run([f"{tool}-save", "-t", table], capture_output=True, text=True).stdout
+            found += [f"{tool} {table}: {line}" for line in save.splitlines()
+                      if ("KUBE-" in line or CNI_NETWORK in line) and not line.startswith("#")]
     found += [f"mount {line.split()[1]}" for line in Path("/proc/self/mounts").read_text().splitlines()
               if line.split()[1].startswith(str(RUN) + "/")]
     for entry in Path("/proc").iterdir():
