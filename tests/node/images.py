@@ -178,11 +178,21 @@ def archive(tag: str) -> Path:
 
 def import_into(node: Node, tags: list[str]) -> None:
     started = time.monotonic()
+    present = set(node.ctr("images", "ls", "-q").stdout.decode().split())
     for tag in tags:
+        image_id = run("podman", "image", "inspect", "--format", "{{.Id}}", tag).stdout.decode().strip()
+        # containerd's content store is kept between runs (CACHE/containerd-root): import only
+        # an image it does not have yet in this build.
+        marker = CACHE / "containerd-root" / f".imported-{tag.split('/')[-1].replace(':', '-')}-{image_id[:16]}"
+        if tag in present and marker.exists():
+            continue
         path = archive(tag)
         proc = node.ctr("images", "import", str(path), check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"ctr import {path}: {proc.stderr.decode()[-2000:]}")
+        for old in marker.parent.glob(f".imported-{tag.split('/')[-1].replace(':', '-')}-*"):
+            old.unlink()
+        marker.touch()
     names = node.ctr("images", "ls", "-q").stdout.decode().split()
     missing = [t for t in tags if t not in names]
     if missing:

@@ -214,7 +214,8 @@ def _containerd_config(node: Node) -> Path:
     d = node.root / "containerd"
     cni_conf = node.root / "cni"
     replacements = {
-        'root = "/var/lib/containerd"': f'root = "{d / "root"}"',
+        # The content store outlives a run (CACHE): images imported once are there the next time.
+        'root = "/var/lib/containerd"': f'root = "{CACHE / "containerd-root"}"',
         'state = "/run/containerd"': f'state = "{d / "state"}"',
         'address = "/run/containerd/containerd.sock"': f'address = "{node.containerd_socket}"',
         'path = "/opt/containerd"': f'path = "{d / "opt"}"',
