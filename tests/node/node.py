@@ -95,8 +95,8 @@ class Node:
 
     def kubectl(self, *args: str, check: bool = True, input_: str | None = None,
                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["kubectl", f"--kubeconfig={self.admin_kubeconfig}", *args], capture_output=True,
-                              text=True, input=input_, timeout=timeout)
+        proc = subprocess.run(["kubectl", f"--kubeconfig={self.admin_kubeconfig}", *args], check=False,
+                              capture_output=True, text=True, input=input_, timeout=timeout)
         if check and proc.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
         return proc

@@ -81,12 +81,12 @@ def _shims(socket: str) -> list[int]:
 
 def _remove_containers(socket: str) -> None:
     ctr = ["ctr", "--address", socket, "-n", "k8s.io"]
-    tasks = subprocess.run([*ctr, "tasks", "ls", "-q"], capture_output=True, text=True).stdout.split()
+    tasks = subprocess.run([*ctr, "tasks", "ls", "-q"], check=False, capture_output=True, text=True).stdout.split()
     for task in tasks:
-        subprocess.run([*ctr, "tasks", "kill", "-s", "SIGKILL", task], capture_output=True)
-        subprocess.run([*ctr, "tasks", "delete", "-f", task], capture_output=True)
-    for container in subprocess.run([*ctr, "containers", "ls", "-q"], capture_output=True, text=True).stdout.split():
-        subprocess.run([*ctr, "containers", "delete", container], capture_output=True)
+        subprocess.run([*ctr, "tasks", "kill", "-s", "SIGKILL", task], check=False, capture_output=True)
+        subprocess.run([*ctr, "tasks", "delete", "-f", task], check=False, capture_output=True)
+    for container in subprocess.run([*ctr, "containers", "ls", "-q"], check=False, capture_output=True, text=True).stdout.split():
+        subprocess.run([*ctr, "containers", "delete", container], check=False, capture_output=True)
 
 
 def _unmount_under(root: Path) -> None:
@@ -97,23 +97,23 @@ def _unmount_under(root: Path) -> None:
         if not mine:
             return
         for mount in mine:
-            subprocess.run(["umount", "-l", mount], capture_output=True)
+            subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
 
 
 def _iptables_cleanup() -> None:
-    subprocess.run([str(realnode_binary("kube-proxy")), "--cleanup"], capture_output=True)
+    subprocess.run([str(realnode_binary("kube-proxy")), "--cleanup"], check=False, capture_output=True)
     for tool in ("iptables", "ip6tables"):
         for table in ("filter", "nat", "mangle"):
             _chains_cleanup(tool, table)
 
 
 def _chains_cleanup(tool: str, table: str) -> None:
-    save = subprocess.run([f"{tool}-save", "-t", table], capture_output=True, text=True).stdout
+    save = subprocess.run([f"{tool}-save", "-t", table], check=False, capture_output=True, text=True).stdout
     # CNI rules of this network (the bridge plugin's masquerade), by the network name in their comment.
     for line in save.splitlines():
         if line.startswith("-A ") and CNI_NETWORK in line:
-            subprocess.run([tool, "-t", table, *shlex.split(line.replace("-A ", "-D ", 1))], capture_output=True)
-    save = subprocess.run([f"{tool}-save", "-t", table], capture_output=True, text=True).stdout
+            subprocess.run([tool, "-t", table, *shlex.split(line.replace("-A ", "-D ", 1))], check=False, capture_output=True)
+    save = subprocess.run([f"{tool}-save", "-t", table], check=False, capture_output=True, text=True).stdout
     rules = [line for line in save.splitlines() if line.startswith("-A ")]
     for chain in [line[1:].split()[0] for line in save.splitlines() if line.startswith(":")]:
         own_rules = [r for r in rules if r.split()[1] == chain]
@@ -122,10 +122,9 @@ def _chains_cleanup(tool: str, table: str) -> None:
         if chain.startswith("KUBE-") or (chain.startswith("CNI-") and not own_rules):
             for rule in rules:
                 if f"-j {chain}" in rule:
-                    subprocess.run([tool, "-t", table, *shlex.split(rule.replace("-A ", "-D ", 1))],
-                                   capture_output=True)
-            subprocess.run([tool, "-t", table, "-F", chain], capture_output=True)
-            subprocess.run([tool, "-t", table, "-X", chain], capture_output=True)
+                    subprocess.run([tool, "-t", table, *shlex.split(rule.replace("-A ", "-D ", 1))], check=False, capture_output=True)
+            subprocess.run([tool, "-t", table, "-F", chain], check=False, capture_output=True)
+            subprocess.run([tool, "-t", table, "-X", chain], check=False, capture_output=True)
 
 
 def _finish(root: Path, pids: dict[str, int], socket: str, sysctl: dict[str, str]) -> None:
@@ -182,7 +181,7 @@ def leftovers() -> list[str]:
         found.append(f"bridge {BRIDGE}")
     for tool in ("iptables", "ip6tables"):
         for table in ("filter", "nat", "mangle"):
-            save = subprocess.run([f"{tool}-save", "-t", table], capture_output=True, text=True).stdout
+            save = subprocess.run([f"{tool}-save", "-t", table], check=False, capture_output=True, text=True).stdout
             found += [f"{tool} {table}: {line}" for line in save.splitlines()
                       if ("KUBE-" in line or CNI_NETWORK in line) and not line.startswith("#")]
     found += [f"mount {line.split()[1]}" for line in Path("/proc/self/mounts").read_text().splitlines()
