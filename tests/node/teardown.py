@@ -143,7 +143,8 @@ def _finish(root: Path, pids: dict[str, int], socket: str, sysctl: dict[str, str
     for key, value in sysctl.items():
         with contextlib.suppress(OSError):
             (Path("/proc/sys") / key).write_text(value)
-    for sub in ("containerd", "kubelet", "etcd", "cni-ipam"):
+    # pv: the hostPath volumes' data (a next install starts with empty claims, as on a new cluster).
+    for sub in ("containerd", "kubelet", "etcd", "cni-ipam", "pv"):
         shutil.rmtree(root / sub, ignore_errors=True)
     with contextlib.suppress(FileNotFoundError):
         (root / "state.json").unlink()
