@@ -134,7 +134,7 @@ test-node: venv envtest
 	@test "$$(id -u)" = 0 || { echo "make test-node needs root"; exit 2; }
 	@missing=""; for p in $(NODE_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q$$missing; fi
-	$(BIN)/pytest -p no:cacheprovider -v -s tests/node/check_node.py tests/node/check_raybus.py tests/node/check_samples.py $(NODE_ARGS)
+	$(BIN)/pytest -p no:cacheprovider -v -s --durations=0 tests/node/check_node.py tests/node/check_raybus.py tests/node/check_samples.py $(NODE_ARGS)
 
 # Tear down a test node whose run died before it could (by the PIDs in its state file).
 node-down: venv
