@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest prometheus docs test test-long test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test
+.PHONY: venv envtest prometheus docs test test-long test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test test-node node-down
 
 venv: $(STAMP)
 
@@ -143,3 +143,18 @@ compose-test: venv
 
 clean:
 	rm -rf $(VENV) .raybus .envtest $(RAYVENV)
+
+# A one-node Kubernetes on this machine (root): the envtest control plane, containerd + runc, the
+# CNI bridge, kubelet/kube-proxy/kube-scheduler of ../shared/realnode, kube-dns; raybus installed from
+# deploy/kustomize/overlays/node; KubeRay's samples run real Ray on it. Torn down by PID at the end
+# (docs/real-node.md). Not part of `make test`: it takes far longer than its budget.
+NODE_APT := containerd runc containernetworking-plugins podman debootstrap gcc libc6-dev conntrack iptables
+test-node: venv envtest
+	@test "$$(id -u)" = 0 || { echo "make test-node needs root"; exit 2; }
+	@missing=""; for p in $(NODE_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q$$missing; fi
+	$(BIN)/pytest -p no:cacheprovider -v -s --durations=0 tests/node/check_node.py tests/node/check_raybus.py tests/node/check_samples.py $(NODE_ARGS)
+
+# Tear down a test node whose run died before it could (by the PIDs in its state file).
+node-down: venv
+	$(BIN)/python -m tests.node down

@@ -88,8 +88,12 @@ async def serve_metrics(port: int, address: str = "127.0.0.1") -> web.AppRunner 
     runner = web.AppRunner(metrics_app(), access_log=None, handle_signals=False)
     await runner.setup()
     try:
+        # SO_REUSEADDR: a container restarted in its Pod keeps the Pod's network namespace, where the
+        # previous process's probe connections linger in TIME_WAIT on this port (the kubelet's probes
+        # ask the server to close); without it the new process cannot bind for a minute and crash-loops.
+        # A port another process listens on still fails (Linux refuses a second listener).
         for host in bind_hosts(address):
-            await web.TCPSite(runner, host, port, reuse_address=False).start()
+            await web.TCPSite(runner, host, port, reuse_address=True).start()
     except OSError as err:
         await runner.cleanup()
         # One wording whatever the loop: `raybus up` retries a port taken meanwhile on this line.

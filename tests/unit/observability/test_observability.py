@@ -66,6 +66,21 @@ async def test_a_taken_port_fails_with_the_line_raybus_up_retries_on() -> None:
         await runner.cleanup()
 
 
+async def test_a_restarted_endpoint_binds_while_the_last_ones_connections_linger() -> None:
+    """As a container restarted in its Pod: the probe connections of the previous process are in
+    TIME_WAIT on the port (the server closed them: `Connection: close`, as the kubelet asks)."""
+    port = free_port()
+    runner = await serve_metrics(port)
+    assert runner is not None
+    async with httpx.AsyncClient(timeout=5) as http:
+        for _ in range(3):
+            assert (await http.get(f"http://127.0.0.1:{port}/healthz", headers={"Connection": "close"})).status_code == 200
+    await runner.cleanup()
+    again = await serve_metrics(port)
+    assert again is not None
+    await again.cleanup()
+
+
 async def test_probes_on_the_metrics_port() -> None:
     """/healthz while the process serves; /readyz only between start and stop (run_service)."""
     port = free_port()
