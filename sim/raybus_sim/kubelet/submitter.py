@@ -40,11 +40,11 @@ from subprocess import list2cmdline
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from raybus_sim.kubelet.client import Obj
 from raybus_sim.dashboard.handlers import submit_body
 from raybus_sim.dashboard.jobs import TERMINAL
 from raybus_sim.dashboard.registry import ClusterState, DashboardRegistry
 from raybus_sim.kubelet import shell
+from raybus_sim.kubelet.client import Obj
 
 if TYPE_CHECKING:
     from raybus_sim.kubelet.kubelet import Kubelet
