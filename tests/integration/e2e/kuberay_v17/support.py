@@ -150,6 +150,11 @@ class E2E:
         return await self.c.server_side_apply(res, body, namespace=self.ns, field_manager="kuberay-test",
                                               force=True)
 
+    async def update(self, res: Resource, obj: Json) -> Json:
+        """client-go's Update: a PUT carrying the read resourceVersion (409 if stale)."""
+        meta = obj["metadata"]
+        return await self.c._call("PUT", res.path(namespace=self.ns, name=meta["name"]), body=obj)
+
     async def delete(self, res: Resource, name: str) -> None:
         await self.c.delete(res, namespace=self.ns, name=name, propagation="Background")
 
@@ -255,6 +260,9 @@ class E2E:
 
 
 def _short(value: Any) -> str:
+    if isinstance(value, list) and all(isinstance(v, dict) and "metadata" in v for v in value):
+        return f"{len(value)} objects: " + ", ".join(
+            f"{v['metadata']['name']}{' (deleting)' if v['metadata'].get('deletionTimestamp') else ''}" for v in value)
     if isinstance(value, dict):
         return f"{(value.get('metadata') or {}).get('name')} status={value.get('status')}"
     return repr(value)[:2000]
@@ -270,18 +278,19 @@ SCRIPT_PLANS: dict[str, Json] = {
 
 
 class RayHead:
-    """What the scripts of the `jobs` ConfigMap do on a head: for every (RayCluster, job id) a
-    RayJob of the namespace shows, the simulated head is told the outcome of its script before
-    the job is submitted (raybus, like KubeRay, writes status.jobId at Initializing, before the
-    head is up); stop.py stops its own job once the RayJob is RUNNING."""
+    """What the scripts of the `jobs` ConfigMap do on a head. The simulated heads of the test's
+    namespace are told each script's plan (PUT /sim/dashboards/{ns}/scripts): a submission whose
+    entrypoint runs it starts with that plan, on whichever cluster, however late or early; stop.py
+    then stops its own job once its RayJob shows RUNNING (what the script's 20 s sleep is for)."""
 
     def __init__(self, e: E2E) -> None:
         self.e = e
-        self.planned: set[tuple[str, str]] = set()
         self.stopped: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        await self.e.sim("PUT", f"dashboards/{self.e.ns}/scripts",
+                         {f"/home/ray/jobs/{name}": plan for name, plan in SCRIPT_PLANS.items()})
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
@@ -294,20 +303,16 @@ class RayHead:
         while True:
             with contextlib.suppress(KubeError, httpx.HTTPError):
                 for job in await self.e.list(RJ):
-                    await self._one(job)
-            await asyncio.sleep(0.05)
+                    await self._stop_py(job)
+            await asyncio.sleep(0.1)
 
-    async def _one(self, job: Json) -> None:
+    async def _stop_py(self, job: Json) -> None:
         st = status(job)
         cluster, job_id = st.get("rayClusterName"), st.get("jobId")
-        script = next((s for s in SCRIPT_PLANS if f"/home/ray/jobs/{s}" in str(job["spec"].get("entrypoint"))), None)
-        if not cluster or not job_id or script is None:
+        if "/home/ray/jobs/stop.py" not in str(job["spec"].get("entrypoint")) or st.get("jobStatus") != "RUNNING":
             return
         key = (str(cluster), str(job_id))
-        if key not in self.planned:
-            await self.e.sim("PUT", f"dashboards/{self.e.ns}/{cluster}/jobs/{job_id}/plan", SCRIPT_PLANS[script])
-            self.planned.add(key)
-        if script == "stop.py" and key not in self.stopped and st.get("jobStatus") == "RUNNING":
+        if key not in self.stopped:
             r = await self.e.dashboard("POST", str(cluster), f"api/jobs/{job_id}/stop")
             if r.status_code == 200:
                 self.stopped.add(key)
@@ -322,7 +327,7 @@ async def e2e(stack: Any) -> AsyncIterator[E2E]:
                         namespace=None)
     e = E2E(client, stack, ns)
     head = RayHead(e)
-    head.start()
+    await head.start()
     try:
         yield e
     finally:
