@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv envtest prometheus docs test test-long test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test test-node node-down
+.PHONY: venv envtest prometheus docs test test-long test-kuberay-e2e test-unit test-integration test-realray measure-serve-push rayvenv lint run bench chaos chaos-short crds crds-openapi crd-verdicts crd-corpus lock clean images compose-test test-node node-down
 
 venv: $(STAMP)
 
@@ -60,6 +60,11 @@ test: venv envtest prometheus lint docs rayvenv
 # smoke ones, and the longest stack-lifecycle test. Run before an issue is resolved.
 test-long: venv envtest
 	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadscope --ignore=tests/integration/realray -m long $(PYTEST_ARGS)
+
+# KubeRay v1.7.0's own e2e suite, transcribed (docs/kuberay-e2e.md), on the local API server and
+# on the real one: a smoke of it runs in make test, all of it in make test-long and here.
+test-kuberay-e2e: venv envtest
+	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadscope tests/integration/e2e/kuberay_v17 $(PYTEST_ARGS)
 
 # Ray itself for the tests against a real head (tests/integration/realray), in its own venv: Ray
 # pins its own grpcio/protobuf/aiohttp, which must not move the project's pins.

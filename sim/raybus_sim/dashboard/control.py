@@ -14,6 +14,8 @@
 ``PUT    /sim/dashboards/{ns}/{c}/jobs/{id}/plan``          ``{"outcome": SUCCEEDED|FAILED, "exit_code", "pending_s",
                                                             "running_s" (null = hang), "finish_now": bool}``; for an
                                                             id not yet submitted the plan applies at submission
+``PUT    /sim/dashboards/{ns}/scripts``                     ``{"<path>": plan, ...}``: a submission whose entrypoint
+                                                            names the path starts with that plan (any cluster of ns)
 ``POST   /sim/dashboards/{ns}/{c}/drivers``                 add a DRIVER job ``{"entrypoint", "running_s"}`` (200_*)
 ``PUT    /sim/dashboards/{ns}/{c}/serve/apps/{app}/plan``   next deploy: ``{"deploy_s", "fail": import|ctor, "deployments": [names]}``
 ``PUT    /sim/dashboards/{ns}/{c}/serve/apps/{app}/status`` ``{"status": "UNHEALTHY"|..|null, "message": str|null}``
@@ -150,6 +152,16 @@ def add_control_routes(app: web.Application, registry: DashboardRegistry) -> Non
             job.plan.pending_s = min(job.plan.pending_s, elapsed)
             job.plan.running_s = elapsed - job.plan.pending_s
         return web.json_response(job.details(now))
+
+    @routes.put("/sim/dashboards/{ns}/scripts")
+    async def scripts(request: web.Request) -> web.Response:
+        body = await _body(request)
+        if not all(isinstance(v, dict) for v in body.values()):
+            return _bad("each script's plan is a JSON object")
+        plans = registry.script_plans.setdefault(request.match_info["ns"], {})
+        plans.clear()
+        plans.update(body)
+        return web.json_response({"scripts": sorted(plans)})
 
     @routes.post(base + "/drivers")
     async def driver(request: web.Request) -> web.Response:

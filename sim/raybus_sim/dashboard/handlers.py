@@ -128,6 +128,9 @@ def _submit(state: ClusterState, body: Any, *, now: float) -> web.Response:
     plan = plan_from_entrypoint(
         entrypoint, pending_s=state.settings.job_pending_s, running_s=state.settings.job_running_s
     )
+    for path, script_plan in state.script_plans.items():
+        if path in entrypoint:
+            state.apply_job_plan(plan, script_plan)
     state.apply_job_plan(plan, state.job_plans.pop(sid, {}))
     job = SimJob(
         submission_id=sid,

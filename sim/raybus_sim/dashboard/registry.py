@@ -110,6 +110,9 @@ class ClusterState:
     settings: ClusterSettings = field(default_factory=ClusterSettings)
     faults: list[Fault] = field(default_factory=list)
     job_plans: dict[str, dict[str, Any]] = field(default_factory=dict)  # plans for future submission ids
+    # What a script file does when an entrypoint runs it (path -> plan), shared by the namespace's
+    # clusters as a mounted ConfigMap is: a real head reads the file, the simulated one is told.
+    script_plans: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: Counter[str] = field(default_factory=Counter)
     events_export_addr: str = ""  # RAY_DASHBOARD_AGGREGATOR_AGENT_EVENTS_EXPORT_ADDR of the head Pod
     journal: Journal = field(default_factory=Journal)  # the registry's (journal.py)
@@ -151,6 +154,7 @@ class DashboardRegistry:
         self.journal = journal if journal is not None else Journal.from_env()
         self.defaults = defaults or ClusterSettings()
         self._clusters: dict[tuple[str, str], ClusterState] = {}
+        self.script_plans: dict[str, dict[str, dict[str, Any]]] = {}  # namespace -> path -> plan
 
     def cluster(self, namespace: str, name: str) -> ClusterState:
         """The state of (namespace, name), created (head down) if unknown."""
@@ -158,7 +162,8 @@ class DashboardRegistry:
         state = self._clusters.get(key)
         if state is None:
             settings = copy.deepcopy(self.defaults)
-            state = ClusterState(namespace=namespace, name=name, settings=settings, journal=self.journal)
+            state = ClusterState(namespace=namespace, name=name, settings=settings, journal=self.journal,
+                                 script_plans=self.script_plans.setdefault(namespace, {}))
             state.restart(self.clock())
             self._clusters[key] = state
         return state

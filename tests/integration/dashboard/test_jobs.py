@@ -66,6 +66,22 @@ async def test_control_api_plans_outcome_before_submission(sim: Sim) -> None:
     assert done.status is JobStatus.FAILED and done.driver_exit_code == 7
 
 
+async def test_script_plans_apply_to_entrypoints_naming_the_script_in_that_namespace(sim: Sim) -> None:
+    """What a mounted script does, told once per namespace, applies at every submission that runs
+    it, on any cluster of the namespace and of no other."""
+    await sim.control("PUT", "/ns/scripts", {"/home/ray/jobs/fail.py": {"outcome": "FAILED", "exit_code": 1}})
+    client = sim.client()
+    await client.submit_job(JobSubmitRequest(entrypoint="python /home/ray/jobs/fail.py", submission_id="f"))
+    await client.submit_job(JobSubmitRequest(entrypoint="python /home/ray/jobs/ok.py", submission_id="ok"))
+    failed, ok = await wait_terminal(client, "f"), await wait_terminal(client, "ok")
+    assert failed.status is JobStatus.FAILED and failed.driver_exit_code == 1
+    assert ok.status is JobStatus.SUCCEEDED
+    await sim.control("POST", "/other/rc/head", {"up": True})
+    other = sim.client(namespace="other")
+    await other.submit_job(JobSubmitRequest(entrypoint="python /home/ray/jobs/fail.py", submission_id="f"))
+    assert (await wait_terminal(other, "f")).status is JobStatus.SUCCEEDED
+
+
 async def test_control_api_finishes_a_hanging_job(sim: Sim) -> None:
     client = sim.client()
     await client.submit_job(JobSubmitRequest(entrypoint="python train.py RAYBUS_SIM_HANG", submission_id="h"))

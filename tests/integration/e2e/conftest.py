@@ -46,7 +46,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     suite = metafunc.module.__name__.rsplit(".", 1)[-1]
     real = pytest.param("real", marks=() if suite in REAL_SERVER_SMOKE else pytest.mark.long)
-    servers = ["local", real] if suite in REAL_SERVER_SUITES else ["local"]
+    # KubeRay's own e2e suite (kuberay_v17/) runs on both servers; on the real one as `long`.
+    if "kuberay_v17" in metafunc.module.__name__:
+        real = pytest.param("real", marks=pytest.mark.long)
+    both = suite in REAL_SERVER_SUITES or "kuberay_v17" in metafunc.module.__name__
+    servers = ["local", real] if both else ["local"]
     # Package scope: the real server's stack (and its node, which runs every unbound Pod) is gone
     # before other tests use the same control plane (tests/integration/realapi expects no kubelet).
     metafunc.parametrize("stack", servers, indirect=True, scope="package")
