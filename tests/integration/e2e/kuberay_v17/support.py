@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import contextlib
 import copy
 import time
@@ -186,11 +187,11 @@ class E2E:
     async def rayservice(self, name: str) -> Json:
         return await self.get(RS, name)
 
-    async def jobs(self) -> list[Json]:
+    async def jobs(self) -> builtins.list[Json]:
         """Jobs(test, namespace): the batch Jobs of the namespace."""
         return await self.list(BATCH_JOB)
 
-    async def pods(self, selector: str) -> list[Json]:
+    async def pods(self, selector: str) -> builtins.list[Json]:
         return await self.list(POD, selector)
 
     async def head_pod(self, cluster: Json | str) -> Json:
@@ -201,11 +202,11 @@ class E2E:
             raise AssertionError("number of head pods is not 1")
         return pods[0]
 
-    async def worker_pods(self, cluster: Json | str) -> list[Json]:
+    async def worker_pods(self, cluster: Json | str) -> builtins.list[Json]:
         name = cluster if isinstance(cluster, str) else cluster["metadata"]["name"]
         return await self.pods(f"ray.io/cluster={name},ray.io/node-type=worker")
 
-    async def events(self, name: str, reason_: str) -> list[Json]:
+    async def events(self, name: str, reason_: str) -> builtins.list[Json]:
         return [e for e in await self.list(EVENT)
                 if e.get("reason") == reason_ and (e.get("involvedObject") or {}).get("name") == name]
 
