@@ -5,6 +5,7 @@ and every service's --help run. A pyproject that lists top-level packages only s
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -53,6 +54,9 @@ def _run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.Complet
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
+    # setuptools copies into ROOT/build/lib and never removes what is there: a module moved out
+    # of the tree since an earlier build would still ship (a fresh clone has no build/).
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)], cwd=out)
     [whl] = out.glob("raybus-*.whl")
     return whl

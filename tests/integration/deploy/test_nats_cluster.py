@@ -110,15 +110,14 @@ async def test_streams_and_kv_on_three_servers_survive_one_loss(
         until(lambda m=monitor: http_status(f"http://127.0.0.1:{m}/healthz") == 200, "startup probe")
         assert http_status(f"http://127.0.0.1:{monitor}/healthz?js-enabled-only=true") == 200
         assert http_status(f"http://127.0.0.1:{monitor}/healthz?js-server-only=true") == 200
-    monkeypatch.setenv("RAYBUS_STREAM_REPLICAS", "3")  # raybus-config nats.streamReplicas
     nc = await nats.connect(**admin_options([f"tls://127.0.0.1:{c}" for _, c, _, _ in cluster], tmp_path),
                             max_reconnect_attempts=-1)
     try:
         js = nc.jetstream()
-        settings = BusSettings(partitions=4)
+        settings = BusSettings(partitions=4, replicas=3)  # RAYBUS_STREAM_REPLICAS, raybus-config nats.streamReplicas
         await ensure_streams(js, settings)
         leases = await ensure_leases(js, settings)
-        ledger = await BatchLedger.open(js)
+        ledger = await BatchLedger.open(js, replicas=settings.replicas)
         names = [c.name or "" for c in stream_configs(settings)] + [f"KV_{s.KV_LEASES}", f"KV_{s.KV_BATCHES}"]
         for name in names:
             info = await js.stream_info(name)
