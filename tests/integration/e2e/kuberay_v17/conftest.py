@@ -7,13 +7,11 @@ import pytest
 
 from tests.integration.e2e.kuberay_v17.support import e2e  # noqa: F401  (the fixture)
 
-# Fast transcriptions kept in make test (< 60 s together on this machine).
+# Fast transcriptions kept in make test, from one module: each module starts its own stack.
 SMOKE = frozenset({
     "test_rayjob_successful",
     "test_rayjob_runtime_env_yaml_invalid",
     "test_rayjob_name_too_long",
-    "test_raycluster_managed_by_kuberay",
-    "test_rayservice_name_too_long",
 })
 
 

@@ -87,8 +87,8 @@ async def test_raycluster_single_host_multi_slice(e2e: E2E) -> None:
     await verify_worker_group_indices(e, name, group, 1, 4, [0, 1, 2, 3])
 
 
-@pytest.mark.xfail(strict=True, reason="raybus differs from KubeRay: after one Pod of a 4-host replica is deleted "
-                   "from outside, raybus neither deletes the replica's other hosts nor recreates the replica "
+@pytest.mark.xfail(strict=False, reason="raybus differs from KubeRay, intermittently (2 of 3 runs): after one Pod of "
+                   "a 4-host replica is deleted from outside, raybus neither deletes the replica's other hosts nor recreates the replica "
                    "(11 Pods stay); KubeRay's reconcileMultiHostWorkerGroup deletes the incomplete replica and "
                    "scales back to 12. The decision (multihost.py) does this in unit tests; the e2e run logs no "
                    "reconcile action after the deletion")
