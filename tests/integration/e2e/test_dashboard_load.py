@@ -29,6 +29,9 @@ from tests.integration.e2e.rayjob_kit import Jobs, jds, rayjob_doc, status
 from tests.integration.e2e.rayservice_kit import RS, Services, active_name, rayservice_doc
 from tests.integration.e2e.rayservice_kit import SAMPLE as SERVICE_SAMPLE
 
+# make test-long (a whole stack of its own and a minute of load).
+pytestmark = pytest.mark.long
+
 K8S = [f"load-k8s-{i}" for i in range(3)]
 HTTP = [f"load-http-{i}" for i in range(3)]
 SERVICES = [f"load-svc-{i}" for i in range(3)]

@@ -18,6 +18,9 @@ from tests.integration.e2e.conftest import Kube
 from tests.integration.e2e.test_raycluster import _workers
 from tests.integration.e2e.test_restarts import _exactly, _ledger, _some_pods_exist
 
+# make test-long (a three-node NATS stack of its own; make chaos-short kills NATS nodes of a three-node bus in make test).
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
