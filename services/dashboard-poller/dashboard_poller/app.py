@@ -148,8 +148,7 @@ class DashboardPollerService:
             except Exception:
                 # e.g. the commands consumer's creation timed out in a NATS election. This
                 # killed the lease loop, so the poller kept polling but never consumed a
-                # dashboard command again (the 20-minute soak, seed 12: a deleted RayJob's
-                # stop_job waited for good). Back to standby; the next round tries again.
+                # dashboard command again (a deleted RayJob's stop_job waited for good). Back to standby; the next round tries again.
                 log.warning("activation failed; trying again at the next lease round", exc_info=True)
                 await self._deactivate()
         elif not leader and self.active:

@@ -40,9 +40,9 @@ log = logging.getLogger(__name__)
 Json = dict[str, Any]
 # A failed publish is retried after 0.1 s, doubling up to 0.5 s: a JetStream leader election
 # takes a few seconds, and every second the watcher stays behind is a second a reconciler
-# decides on objects the API server has already changed. (2 s was too coarse: in a NATS node
-# restart the Pod informer's publishes got through between the RayCluster informer's retries,
-# ~7 s behind, and a deleted RayCluster got a second head, chaos-short seed 1.)
+# decides on objects the API server has already changed. A coarser step lets one
+# informer's publishes through between another's retries in a NATS node restart: the Pod
+# informer ran seconds ahead of the RayCluster one, and a deleted RayCluster got a second head.
 PUBLISH_RETRY_S = 0.1
 PUBLISH_RETRY_MAX_S = 0.5
 # Watch-event publishes in flight per informer (see the module docstring).
@@ -220,7 +220,7 @@ class Informer:
     async def _publish(self, etype: str, obj: Json, old: Json | None) -> bool:
         """The sink (a NATS publish) is retried right here, quickly, until it lands. A failed
         publish is not an API error: sent back through run(), it slept the list/watch backoff,
-        which grows to 30 s and only resets when a watch ends cleanly. In the chaos soak (seed 7)
+        which grows to 30 s and only resets when a watch ends cleanly. After a NATS node restart
         the RayCluster informer thus slept 6-13 s after a NATS node restart while the Pod
         informer went on: the reconciler saw a deleted RayCluster's Pods vanish (garbage
         collected) but not the RayCluster's own deletion, and created up to 7 head Pods that

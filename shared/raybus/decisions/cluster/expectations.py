@@ -140,9 +140,9 @@ def _verdict(
         # not seen yet, however long the watch lags: no timeout can be right about that.
         return "pending"
     # Created and not seen (gone already, or of unknown version): isPodScaled's "quickly deleted
-    # by another component" case, met only after ExpectationsTimeout. Met at once, it let the
-    # chaos soak (seed 3) create a head, see the GC remove it (its RayCluster had been deleted,
-    # the watcher had not published that yet) and create another a second later, and again.
+    # by another component" case, met only after ExpectationsTimeout. Met at once, a head the GC
+    # removed (its RayCluster deleted, the watcher not yet publishing that) would be created
+    # again a second later, and again.
     return "met" if timed_out else "pending"
 
 
