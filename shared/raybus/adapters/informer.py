@@ -221,7 +221,7 @@ class Informer:
         """The sink (a NATS publish) is retried right here, quickly, until it lands. A failed
         publish is not an API error: sent back through run(), it slept the list/watch backoff,
         which grows to 30 s and only resets when a watch ends cleanly. After a NATS node restart
-        the RayCluster informer thus slept 6-13 s after a NATS node restart while the Pod
+        the RayCluster informer thus slept 6-13 s while the Pod
         informer went on: the reconciler saw a deleted RayCluster's Pods vanish (garbage
         collected) but not the RayCluster's own deletion, and created up to 7 head Pods that
         the GC removed again. The watch starts no new event meanwhile (see _start)."""
