@@ -73,12 +73,12 @@ def _key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
 
-def _san(hosts: Iterable[str]) -> x509.SubjectAlternativeName:
+def subject_alt_names(hosts: Iterable[str]) -> x509.SubjectAlternativeName:
     names: list[x509.GeneralName] = []
     for host in hosts:
         try:
@@ -98,7 +98,7 @@ def _ca(out: Path) -> None:
           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
           .sign(ca_key, hashes.SHA256()))
     _write(out / "ca.pem", ca.public_bytes(serialization.Encoding.PEM), private=False)
-    _write(out / "ca-key.pem", _pem_key(ca_key), private=True)
+    _write(out / "ca-key.pem", pem_key(ca_key), private=True)
 
 
 def _leaf(out: Path, name: str, common_name: str, hosts: Iterable[str]) -> None:
@@ -113,12 +113,12 @@ def _leaf(out: Path, name: str, common_name: str, hosts: Iterable[str]) -> None:
             .issuer_name(ca.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=825))
-            .add_extension(_san(hosts), critical=False)
+            .add_extension(subject_alt_names(hosts), critical=False)
             .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH,
                                                   x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
             .sign(ca_key, hashes.SHA256()))
     _write(out / f"{name}.pem", cert.public_bytes(serialization.Encoding.PEM), private=False)
-    _write(out / f"{name}-key.pem", _pem_key(key), private=True)
+    _write(out / f"{name}-key.pem", pem_key(key), private=True)
 
 
 def password(out: Path, role: str) -> str:

@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import base64
 import datetime as dt
-import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from raybus.bus.security import pem_key, subject_alt_names
 from raybus.runtime.settings import CliSettings
 
 CA_DAYS = 3650
@@ -52,24 +52,9 @@ class TlsMaterial:
         return cls(raw["ca.crt"], raw["ca.key"], raw["tls.crt"], raw["tls.key"])
 
 
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-
-
 def service_hosts(service: str, namespace: str) -> list[str]:
     """The names the API server dials a webhook Service by (<svc>.<ns>.svc), and the longer forms."""
     return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
-
-
-def _san(hosts: list[str]) -> x509.SubjectAlternativeName:
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    return x509.SubjectAlternativeName(names)
 
 
 def new_ca(now: dt.datetime) -> tuple[bytes, bytes]:
@@ -83,7 +68,7 @@ def new_ca(now: dt.datetime) -> tuple[bytes, bytes]:
                                          content_commitment=False, key_encipherment=False, data_encipherment=False,
                                          key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
             .sign(key, hashes.SHA256()))
-    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+    return cert.public_bytes(serialization.Encoding.PEM), pem_key(key)
 
 
 def issue(ca_crt: bytes, ca_key: bytes, hosts: list[str], now: dt.datetime) -> TlsMaterial:
@@ -96,10 +81,10 @@ def issue(ca_crt: bytes, ca_key: bytes, hosts: list[str], now: dt.datetime) -> T
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
             .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=CERT_DAYS))
-            .add_extension(_san(hosts), critical=False)
+            .add_extension(subject_alt_names(hosts), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .sign(signer, hashes.SHA256()))
-    return TlsMaterial(ca_crt, ca_key, cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))
+    return TlsMaterial(ca_crt, ca_key, cert.public_bytes(serialization.Encoding.PEM), pem_key(key))
 
 
 def expires_within(tls_crt: bytes, days: float, now: dt.datetime) -> bool:
